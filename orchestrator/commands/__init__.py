@@ -1,0 +1,1 @@
+"""Click commands: parse options, call the library, print a table or JSON."""

@@ -1,0 +1,140 @@
+"""Plan: the decision `orch plan -o plan.json` writes and `orch up --plan` consumes.
+
+plan.json is a stable, versioned contract (`schema`), readable by CI tools:
+
+{
+  "schema": "orch.plan/v1",
+  "created_at": "2026-12-02T19:00:00Z",
+  "job": {... JobSpec fields ...},
+  "estimate": {"parameters": 335141888, "memory": {"parameters_bytes": ..., "total_bytes": ...}},
+  "choice": Candidate,            # the winner
+  "alternatives": [Candidate...]  # next-best, in rank order: `orch up` fails over to these
+}
+
+Candidate (one row of the ranking):
+{
+  "cloud": "aws", "region": "us-east-1", "instance_type": "g5.xlarge", "market": "on-demand",
+  "gpu": "A10G", "gpu_count": 1, "gpu_memory_gib": 24.0,
+  "price_per_hour": 1.006, "samples_per_s": 123.4, "hours": 2.3, "cost": 2.31,
+  "memory_per_gpu_bytes": 123, "memory_fraction": 0.61,
+  "image": {"ssm_parameter": "/aws/service/deeplearning/ami/..."} | {"name_regex": "...",
+            "owners": "system"} | {"id": "ami-..."},
+  "root_volume_gib": 150, "ssh_user": "ubuntu", "ssh_ingress_cidrs": [],
+  "warnings": ["..."]
+}
+An empty `ssh_ingress_cidrs` means "the caller's address /32", resolved by `orch up`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import UsageError
+
+SCHEMA = "orch.plan/v1"
+
+
+@dataclass
+class Candidate:
+    cloud: str
+    region: str
+    instance_type: str
+    market: str  # "on-demand" | "spot"
+    gpu: str
+    gpu_count: int
+    gpu_memory_gib: float
+    price_per_hour: float | None
+    samples_per_s: float
+    hours: float
+    cost: float | None
+    memory_per_gpu_bytes: int
+    memory_fraction: float
+    image: dict[str, str]
+    root_volume_gib: int
+    ssh_user: str
+    ssh_ingress_cidrs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+        if not isinstance(data, dict):
+            raise UsageError("plan candidate is not an object")
+        known = {f.name for f in fields(cls)}
+        required = {
+            f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+        }
+        missing = required - set(data)
+        if missing:
+            raise UsageError(f"plan candidate is missing {', '.join(sorted(missing))}")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Plan:
+    job: dict[str, Any]
+    estimate: dict[str, Any]
+    choice: Candidate
+    alternatives: list[Candidate]
+    created_at: str
+    schema: str = SCHEMA
+
+    def candidates(self) -> list[Candidate]:
+        """The winner then the alternatives: the failover order for `orch up`."""
+        return [self.choice, *self.alternatives]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "created_at": self.created_at,
+            "job": self.job,
+            "estimate": self.estimate,
+            "choice": self.choice.to_dict(),
+            "alternatives": [c.to_dict() for c in self.alternatives],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise UsageError(f"not an orch plan (expected schema {SCHEMA!r})")
+        try:
+            return cls(
+                job=dict(data["job"]),
+                estimate=dict(data["estimate"]),
+                choice=Candidate.from_dict(data["choice"]),
+                alternatives=[Candidate.from_dict(c) for c in data.get("alternatives", [])],
+                created_at=str(data["created_at"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"plan is incomplete or malformed: {exc}") from None
+
+
+def write_plan(plan: Plan, path: str | os.PathLike[str]) -> Path:
+    """Write atomically, so a reader never sees half a plan."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=target.parent)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(plan.to_dict(), handle, indent=2)
+        handle.write("\n")
+    os.replace(tmp, target)
+    return target
+
+
+def read_plan(path: str | os.PathLike[str]) -> Plan:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read plan {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"plan {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    return Plan.from_dict(data)

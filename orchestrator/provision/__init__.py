@@ -1,0 +1,1 @@
+"""Provisioning: render a per-box Terraform root module, run Terraform, keep the box registry."""

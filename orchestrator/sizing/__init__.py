@@ -1,0 +1,1 @@
+"""Sizing: job description -> per-GPU memory and throughput -> ranked instances."""
