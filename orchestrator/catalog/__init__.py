@@ -6,6 +6,7 @@ Public API (other modules import only these):
     find_instance(cloud: str, name: str) -> InstanceType
     load_models() -> dict[str, ModelEntry]              keyed by canonical model name ("bert-large")
     find_model(name: str) -> ModelEntry                 accepts aliases; UsageError with close names
+    load_measurements() -> list[ThroughputMeasurement]  published throughput, for calibration
 """
 
 from orchestrator.catalog.loader import (
@@ -13,9 +14,17 @@ from orchestrator.catalog.loader import (
     find_model,
     load_gpus,
     load_instances,
+    load_measurements,
     load_models,
 )
-from orchestrator.catalog.schema import Gpu, InstanceType, ModelEntry, Price, Source
+from orchestrator.catalog.schema import (
+    Gpu,
+    InstanceType,
+    ModelEntry,
+    Price,
+    Source,
+    ThroughputMeasurement,
+)
 
 __all__ = [
     "Gpu",
@@ -23,9 +32,11 @@ __all__ = [
     "ModelEntry",
     "Price",
     "Source",
+    "ThroughputMeasurement",
     "find_instance",
     "find_model",
     "load_gpus",
     "load_instances",
+    "load_measurements",
     "load_models",
 ]

@@ -77,3 +77,23 @@ class ModelEntry:
     parameters: int | None = None  # published parameter count, for cross-checking only
     description: str = ""
     tags: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class ThroughputMeasurement:
+    """A published, measured training throughput used to calibrate the throughput model.
+
+    `samples_per_s` is per GPU. `model` is a catalog model name; the job shape is given by
+    `seq` (tokens per sample; 0 for vision), `image_size` (vision) and `batch` (per GPU).
+    """
+
+    gpu: str
+    precision: str  # "fp32" | "amp-fp16" | "amp-bf16" | "tf32" (fp32 math on tensor cores)
+    model: str
+    seq: int
+    batch: int
+    samples_per_s: float
+    gpus_measured: int
+    source: Source
+    image_size: int = 0
+    note: str = ""
