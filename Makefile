@@ -1,0 +1,44 @@
+# Set-up and checks. `make demo` and `make test` are the README's two set-up commands.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# System packages the tests need: a real OpenSSH server for `orch check`, shellcheck for the
+# driver script.
+APT_PACKAGES := openssh-server openssh-client shellcheck
+
+.PHONY: demo install test test-deps system-deps lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+demo: install
+	$(BIN)/orch plan --model bert-large
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+		echo "installing:$$missing"; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+test-deps: $(BIN)/python system-deps
+	$(BIN)/pip install --quiet -e '.[test]'
+
+test: test-deps
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/python
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: install
+	$(BIN)/python benchmarks/startup.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

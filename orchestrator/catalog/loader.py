@@ -1,0 +1,320 @@
+"""Read and validate the catalog TOML files in `orchestrator/catalog/data/`.
+
+Each file is parsed once per process (functools.lru_cache) with the stdlib `tomllib`. A file may
+declare shared sources in a top-level `[sources]` table; an entry then names one by key
+(`source = "aws-g5"`) instead of repeating the URL and date. Every fact must end up with a
+`Source` that has a URL and an ISO date; `validate_catalog()` checks that and the cross-file
+references (every instance's GPU exists, every measurement's GPU and model exist).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from orchestrator.catalog.schema import (
+    Gpu,
+    InstanceType,
+    ModelEntry,
+    Price,
+    Source,
+    ThroughputMeasurement,
+)
+from orchestrator.errors import OrchError, UsageError
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CLOUDS = ("aws", "aliyun")
+PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16")
+MEASUREMENT_PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "bf16")
+
+
+class CatalogError(OrchError):
+    """The shipped data files are broken: a bug in the package, not in the user's input."""
+
+
+# ---------------------------------------------------------------------------- file reading
+
+
+@lru_cache(maxsize=None)
+def _read(filename: str) -> dict[str, Any]:
+    path = DATA_DIR / filename
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise CatalogError(f"catalog data file missing: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"catalog data file {filename} is not valid TOML: {exc}") from exc
+
+
+def _source(raw: Any, shared: dict[str, Any], where: str) -> Source:
+    """Build a Source from an inline table or from the name of an entry in `[sources]`."""
+    if isinstance(raw, str):
+        if raw not in shared:
+            raise CatalogError(f"{where}: unknown source key {raw!r}")
+        raw = shared[raw]
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: missing source")
+    url, date = raw.get("url", ""), str(raw.get("date", ""))
+    if not url or not str(url).startswith(("http://", "https://")):
+        raise CatalogError(f"{where}: source needs an http(s) url")
+    try:
+        _dt.date.fromisoformat(date)
+    except ValueError as exc:
+        raise CatalogError(f"{where}: source date {date!r} is not an ISO date") from exc
+    return Source(url=url, date=date, note=raw.get("note", ""))
+
+
+# ------------------------------------------------------------------------------------ GPUs
+
+
+@lru_cache(maxsize=None)
+def load_gpus() -> dict[str, Gpu]:
+    """All GPUs, keyed by canonical name ("T4", "A10G", "A100-80GB")."""
+    data = _read("gpus.toml")
+    shared = data.get("sources", {})
+    gpus: dict[str, Gpu] = {}
+    for raw in data.get("gpu", []):
+        where = f"gpus.toml gpu {raw.get('name')!r}"
+        gpu = Gpu(
+            name=raw["name"],
+            memory_gib=float(raw["memory_gib"]),
+            peak_tflops={k: float(v) for k, v in raw["peak_tflops"].items()},
+            memory_bandwidth_gbps=float(raw["memory_bandwidth_gbps"]),
+            interconnect=raw["interconnect"],
+            efficiency={k: float(v) for k, v in raw["efficiency"].items()},
+            source=_source(raw.get("source"), shared, where),
+            efficiency_source=_source(raw.get("efficiency_source"), shared, where),
+            nvidia_smi_names=tuple(raw.get("nvidia_smi_names", ())),
+            architecture=raw.get("architecture", ""),
+        )
+        if gpu.name in gpus:
+            raise CatalogError(f"{where}: duplicate GPU name")
+        gpus[gpu.name] = gpu
+    return gpus
+
+
+@lru_cache(maxsize=None)
+def _measurements() -> tuple[ThroughputMeasurement, ...]:
+    data = _read("gpus.toml")
+    shared = data.get("sources", {})
+    rows = []
+    for index, raw in enumerate(data.get("measurement", [])):
+        where = f"gpus.toml measurement #{index + 1} ({raw.get('gpu')}, {raw.get('model')})"
+        rows.append(
+            ThroughputMeasurement(
+                gpu=raw["gpu"],
+                precision=raw["precision"],
+                model=raw["model"],
+                seq=int(raw.get("seq", 0)),
+                batch=int(raw["batch"]),
+                samples_per_s=float(raw["samples_per_s"]),
+                gpus_measured=int(raw.get("gpus_measured", 1)),
+                source=_source(raw.get("source"), shared, where),
+                image_size=int(raw.get("image_size", 0)),
+                note=raw.get("note", ""),
+            )
+        )
+    return tuple(rows)
+
+
+def load_measurements() -> list[ThroughputMeasurement]:
+    """Published measured training throughput (per GPU), for calibrating the throughput model."""
+    return list(_measurements())
+
+
+# ------------------------------------------------------------------------------- instances
+
+
+def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
+    data = _read(f"{cloud}.toml")
+    shared = data.get("sources", {})
+    defaults = data.get("defaults", {})
+    rows = []
+    for raw in data.get("instance", []):
+        where = f"{cloud}.toml instance {raw.get('name')!r}"
+        prices = {
+            region: Price(
+                on_demand=None if p.get("on_demand") is None else float(p["on_demand"]),
+                spot=None if p.get("spot") is None else float(p["spot"]),
+            )
+            for region, p in raw.get("prices", {}).items()
+        }
+        rows.append(
+            InstanceType(
+                cloud=cloud,
+                name=raw["name"],
+                family=raw["family"],
+                vcpus=int(raw["vcpus"]),
+                memory_gib=float(raw["memory_gib"]),
+                gpu=raw["gpu"],
+                gpu_count=int(raw["gpu_count"]),
+                network=raw.get("network", ""),
+                efa=bool(raw.get("efa", False)),
+                prices=prices,
+                source=_source(raw.get("source", defaults.get("source")), shared, where),
+                price_source=_source(
+                    raw.get("price_source", defaults.get("price_source")), shared, where
+                ),
+                local_nvme_gib=int(raw.get("local_nvme_gib", 0)),
+                legacy=bool(raw.get("legacy", False)),
+                legacy_note=raw.get("legacy_note", ""),
+            )
+        )
+    return tuple(rows)
+
+
+@lru_cache(maxsize=None)
+def _all_instances() -> tuple[InstanceType, ...]:
+    return tuple(row for cloud in CLOUDS for row in _instances_of(cloud))
+
+
+def _check_cloud(cloud: str) -> None:
+    if cloud not in CLOUDS:
+        raise UsageError(f"unknown cloud {cloud!r} (choose from {', '.join(CLOUDS)})")
+
+
+def load_instances(cloud: str | None = None) -> list[InstanceType]:
+    """Instance types of one cloud, or of all clouds when `cloud` is None, in file order."""
+    if cloud is not None:
+        _check_cloud(cloud)
+    return [row for row in _all_instances() if cloud is None or row.cloud == cloud]
+
+
+def find_instance(cloud: str, name: str) -> InstanceType:
+    """The instance type `name` of `cloud`; UsageError naming close matches when unknown."""
+    _check_cloud(cloud)
+    rows = {row.name: row for row in load_instances(cloud)}
+    if name in rows:
+        return rows[name]
+    lowered = {key.lower(): row for key, row in rows.items()}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    close = difflib.get_close_matches(name, list(rows), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "see `orch catalog instances`"
+    raise UsageError(f"unknown {cloud} instance type {name!r}", hint=hint)
+
+
+# ---------------------------------------------------------------------------------- models
+
+
+@lru_cache(maxsize=None)
+def load_models() -> dict[str, ModelEntry]:
+    """All catalog models keyed by canonical name ("bert-large-uncased")."""
+    data = _read("models.toml")
+    shared = data.get("sources", {})
+    models: dict[str, ModelEntry] = {}
+    for raw in data.get("model", []):
+        where = f"models.toml model {raw.get('name')!r}"
+        entry = ModelEntry(
+            name=raw["name"],
+            aliases=tuple(raw.get("aliases", ())),
+            config=dict(raw["config"]),
+            source=_source(raw.get("source"), shared, where),
+            parameters=raw.get("parameters"),
+            description=raw.get("description", ""),
+            tags=tuple(raw.get("tags", ())),
+        )
+        if entry.name in models:
+            raise CatalogError(f"{where}: duplicate model name")
+        models[entry.name] = entry
+    return models
+
+
+@lru_cache(maxsize=None)
+def _model_index() -> dict[str, str]:
+    """Lower-cased canonical names and aliases -> canonical name."""
+    index: dict[str, str] = {}
+    for entry in load_models().values():
+        for key in (entry.name, *entry.aliases):
+            if key.lower() in index and index[key.lower()] != entry.name:
+                raise CatalogError(f"models.toml: name {key!r} is used by two models")
+            index[key.lower()] = entry.name
+    return index
+
+
+def find_model(name: str) -> ModelEntry:
+    """Look a model up by name or alias, case-insensitively; UsageError with close names."""
+    index = _model_index()
+    key = name.strip().lower()
+    if key in index:
+        return load_models()[index[key]]
+    # Hugging Face ids such as "google-bert/bert-large-uncased" or "meta-llama/Llama-2-7b-hf".
+    tail = key.rsplit("/", 1)[-1]
+    for candidate in (tail, tail.removesuffix("-hf")):
+        if candidate in index:
+            return load_models()[index[candidate]]
+    close = difflib.get_close_matches(key, list(index), n=2, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "see `orch catalog models`"
+    raise UsageError(f"unknown model {name!r}", hint=hint)
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+def validate_catalog() -> list[str]:
+    """Check the whole catalog; return a list of problems (empty when the data is sound).
+
+    Loading already rejects a missing or malformed source; this adds the checks that span
+    entries and files.
+    """
+    problems: list[str] = []
+    gpus = load_gpus()
+    models = load_models()
+    for gpu in gpus.values():
+        if gpu.memory_gib <= 0 or gpu.memory_bandwidth_gbps <= 0:
+            problems.append(f"GPU {gpu.name}: memory and bandwidth must be positive")
+        for key, value in (*gpu.peak_tflops.items(), *gpu.efficiency.items()):
+            if key not in PRECISION_KEYS:
+                problems.append(f"GPU {gpu.name}: unknown precision key {key!r}")
+        if any(v <= 0 for v in gpu.peak_tflops.values()):
+            problems.append(f"GPU {gpu.name}: peak TFLOPS must be positive")
+        if any(not 0 < v <= 1 for v in gpu.efficiency.values()):
+            problems.append(f"GPU {gpu.name}: efficiency must be a fraction in (0, 1]")
+        if not set(gpu.efficiency) <= set(gpu.peak_tflops):
+            problems.append(f"GPU {gpu.name}: efficiency given for a precision without a peak")
+    seen: set[tuple[str, str]] = set()
+    for row in load_instances():
+        label = f"{row.cloud} {row.name}"
+        if (row.cloud, row.name) in seen:
+            problems.append(f"{label}: listed twice")
+        seen.add((row.cloud, row.name))
+        if row.gpu not in gpus:
+            problems.append(f"{label}: unknown GPU {row.gpu!r}")
+        if row.gpu_count < 1 or row.vcpus < 1 or row.memory_gib <= 0:
+            problems.append(f"{label}: GPU count, vCPUs and memory must be positive")
+        if row.legacy and not row.legacy_note:
+            problems.append(f"{label}: legacy without a legacy_note")
+        for region, price in row.prices.items():
+            for value in (price.on_demand, price.spot):
+                if value is not None and value <= 0:
+                    problems.append(f"{label} {region}: prices must be positive")
+            if price.on_demand is None and price.spot is None:
+                problems.append(f"{label} {region}: price entry with no price")
+    for m in load_measurements():
+        label = f"measurement {m.gpu} {m.model}"
+        if m.gpu not in gpus:
+            problems.append(f"{label}: unknown GPU")
+        try:
+            find_model(m.model)
+        except UsageError:
+            problems.append(f"{label}: unknown model")
+        if m.precision not in MEASUREMENT_PRECISIONS:
+            problems.append(f"{label}: unknown precision {m.precision!r}")
+        if m.samples_per_s <= 0 or m.batch < 1 or m.gpus_measured < 1:
+            problems.append(f"{label}: throughput, batch and GPU count must be positive")
+    for entry in models.values():
+        if "model_type" not in entry.config:
+            problems.append(f"model {entry.name}: config lacks model_type")
+    _model_index()  # raises on a name claimed by two models
+    return problems
+
+
+def clear_cache() -> None:
+    """Forget parsed files (for tests that point DATA_DIR elsewhere)."""
+    for cached in (_read, load_gpus, _measurements, _all_instances, load_models, _model_index):
+        cached.cache_clear()

@@ -1,0 +1,210 @@
+"""`orch plan`: rank instances by cost per job; print a table or JSON; write plan.json."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from orchestrator.commands.durations import parse_hours
+from orchestrator.commands.job_options import job_from_options, job_options
+from orchestrator.errors import UsageError
+from orchestrator.plan import Candidate, write_plan
+from orchestrator.sizing.select import (
+    PlanOptions,
+    Ranking,
+    nothing_fits_message,
+    plan_from_ranking,
+    rank,
+)
+from orchestrator.textui import fit_bar, gib, table
+
+
+def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
+    """--throughput A10G=123.4 (repeatable): a user's measured samples/s per GPU."""
+    result: dict[str, float] = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        try:
+            rate = float(number)
+        except ValueError:
+            rate = -1.0
+        if not sep or rate <= 0:
+            raise UsageError(f"--throughput expects GPU=SAMPLES_PER_S, got {value!r}")
+        result[name.strip()] = rate
+    return result
+
+
+@click.command("plan")
+@job_options
+@click.option(
+    "--cloud",
+    type=click.Choice(["aws", "aliyun", "any"]),
+    default="any",
+    show_default=True,
+    help="Which clouds to consider.",
+)
+@click.option("--region", help="Only this region (e.g. us-east-1, cn-hangzhou).")
+@click.option("--spot", is_flag=True, help="Also consider spot capacity (ranked with on-demand).")
+@click.option("--max-price", type=float, help="Highest USD per hour for the whole instance.")
+@click.option("--deadline", help="The job must finish within this time (e.g. 6h, 90m).")
+@click.option(
+    "--instance-gpus", "instance_gpus", type=int, help="Only instances with exactly this many GPUs."
+)
+@click.option(
+    "--headroom",
+    type=click.FloatRange(0.1, 1.0),
+    default=0.9,
+    show_default=True,
+    help="Fraction of GPU memory the estimated peak may use.",
+)
+@click.option(
+    "--throughput",
+    "throughput",
+    multiple=True,
+    metavar="GPU=SAMPLES_PER_S",
+    help="Your measured samples/s per GPU; overrides the model (repeatable).",
+)
+@click.option(
+    "--dataset-gib",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    help="Dataset size on disk, to size the root volume.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="How many instance types to show.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    help="Write the decision to this plan.json for `orch up`.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan(
+    cloud: str,
+    region: str | None,
+    spot: bool,
+    max_price: float | None,
+    deadline: str | None,
+    instance_gpus: int | None,
+    headroom: float,
+    throughput: tuple[str, ...],
+    dataset_gib: float,
+    top: int,
+    output: str | None,
+    as_json: bool,
+    **job_kwargs: object,
+) -> None:
+    """Pick the instance with the lowest cost per job that fits in GPU memory.
+
+    Ranks every (cloud, region, instance type, market) whose per-GPU memory estimate stays
+    within --headroom of GPU memory, by the cost of the whole job (--samples, or --epochs
+    with --dataset-size; 100,000 samples when neither is given), then by time.
+    """
+    job = job_from_options(**job_kwargs)
+    if max_price is not None and max_price <= 0:
+        raise UsageError("--max-price must be positive")
+    options = PlanOptions(
+        cloud=cloud,
+        region=region,
+        spot=spot,
+        max_price=max_price,
+        deadline_hours=parse_hours(deadline, "--deadline") if deadline else None,
+        gpus=instance_gpus,
+        headroom=headroom,
+        throughput=parse_throughput(throughput),
+        dataset_gib=dataset_gib,
+    )
+    ranking = rank(job, options)
+    if not any(c.cost is not None for c in ranking.candidates):
+        raise UsageError(nothing_fits_message(job, options, ranking))
+    result = plan_from_ranking(ranking, options)
+    if output:
+        write_plan(result, output)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    click.echo(render_ranking(ranking, top))
+    if output:
+        click.echo(f"Wrote {output}: `orch up --plan {output} --name NAME` creates the box.")
+
+
+def best_per_type(candidates: list[Candidate]) -> list[Candidate]:
+    """The best-ranked row of each (cloud, instance type, market), in rank order."""
+    seen: set[tuple[str, str, str]] = set()
+    rows = []
+    for c in candidates:
+        key = (c.cloud, c.instance_type, c.market)
+        if key not in seen:
+            seen.add(key)
+            rows.append(c)
+    return rows
+
+
+def render_ranking(ranking: Ranking, top: int) -> str:
+    job = ranking.job
+    samples_note = " (assumed: set --samples or --epochs/--dataset-size)" * ranking.samples_assumed
+    header = (
+        f"{job.model or job.hf_config or f'{job.params_m:g}M-param model'}: "
+        f"{ranking.parameters / 1e6:,.0f}M parameters, batch {job.batch}/GPU, seq {job.seq}, "
+        f"{job.precision}, {job.optimizer}; {ranking.samples:,} samples{samples_note}"
+    )
+    rows = best_per_type(ranking.candidates)[:top]
+    body = table(
+        [
+            "#",
+            "cloud",
+            "region",
+            "instance",
+            "GPUs",
+            "market",
+            "$/h",
+            "samples/s",
+            "hours",
+            "job cost",
+            "memory per GPU",
+        ],
+        [
+            [
+                str(i),
+                c.cloud,
+                c.region,
+                c.instance_type,
+                f"{c.gpu_count}x{c.gpu}",
+                c.market,
+                "-" if c.price_per_hour is None else f"{c.price_per_hour:.3f}",
+                f"{c.samples_per_s:,.1f}",
+                f"{c.hours:.2f}",
+                "-" if c.cost is None else f"${c.cost:,.2f}",
+                f"{fit_bar(c.memory_fraction)} {c.memory_fraction:4.0%} "
+                f"{gib(c.memory_per_gpu_bytes)}/{c.gpu_memory_gib:g} GiB",
+            ]
+            for i, c in enumerate(rows, 1)
+        ],
+        right={0, 6, 7, 8, 9},
+    )
+    lines = [header, "", body, "", why_winner(rows)]
+    lines += [f"warning: {w}" for w in (*ranking.warnings, *rows[0].warnings)]
+    return "\n".join(lines)
+
+
+def why_winner(rows: list[Candidate]) -> str:
+    win = rows[0]
+    text = (
+        f"Winner: {win.instance_type} ({win.cloud} {win.region}, {win.market}): "
+        f"${win.cost:,.2f} for the job in {win.hours:.1f} h, "
+        f"using {win.memory_fraction:.0%} of {win.gpu} memory"
+    )
+    runner_up = next((c for c in rows[1:] if c.cost is not None), None)
+    if runner_up is not None and win.cost:
+        extra = (runner_up.cost - win.cost) / win.cost
+        text += f"; next best {runner_up.instance_type} costs {extra:.0%} more"
+        if runner_up.hours < win.hours:
+            text += f" but finishes in {runner_up.hours:.1f} h"
+    return text + "."
