@@ -250,30 +250,34 @@ def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -
     """One line: why nothing fits, and the smallest change that would make something fit."""
     if ranking.candidates:
         return "no instance with a public price fits; unpriced types fit (see `orch catalog`)"
+    if options.max_price is not None or options.deadline_hours is not None:
+        unbounded = rank(job, replace(options, max_price=None, deadline_hours=None))
+        priced = [c for c in unbounded.candidates if c.cost is not None]
+        if priced:
+            best = min(priced, key=lambda c: c.price_per_hour or 0.0)
+            fastest = min(priced, key=lambda c: c.hours)
+            return (
+                "nothing fits within --max-price/--deadline; the cheapest fitting box is "
+                f"{best.instance_type} at ${best.price_per_hour:.3f}/h and the fastest "
+                f"{fastest.instance_type} takes {fastest.hours:.1f} h"
+            )
     reasons = sorted(set(ranking.rejected.values()))
     head = "nothing fits"
-    if options.max_price is not None or options.deadline_hours is not None:
-        head += " within --max-price/--deadline"
     if job.precision == "bf16" and any("cannot train" in r for r in reasons):
         head += f" ({reasons[0]})"
     elif ranking.memory_by_count:
-        best = min(ranking.memory_by_count.items(), key=lambda kv: kv[1].total_bytes)
-        head += f": needs {best[1].total_bytes / GIB:.1f} GiB per GPU even on {best[0]} GPU(s)"
+        count, least = min(ranking.memory_by_count.items(), key=lambda kv: kv[1].total_bytes)
+        head += f": needs {least.total_bytes / GIB:.1f} GiB per GPU even on {count} GPU(s)"
     suggestions = []
     for flags, change in _REMEDIES:
         if all(getattr(job, k) == v for k, v in change.items()):
             continue
         trial = replace(job, **change)  # type: ignore[arg-type]
-        try:
-            trial_rank = rank(trial, replace(options, max_price=None, deadline_hours=None))
-        except UsageError:
-            continue
+        trial_rank = rank(trial, options)
         if trial_rank.candidates:
             suggestions.append(f"{flags} (fits {trial_rank.candidates[0].instance_type})")
         if len(suggestions) == 2:
             break
-    if not suggestions and job.batch > 1:
-        suggestions.append(f"a smaller --batch than {job.batch}")
     if suggestions:
         return f"{head}; would fit with {' or '.join(suggestions)}"
     return f"{head}; try a smaller --batch or --seq, or more GPUs with --zero 3"

