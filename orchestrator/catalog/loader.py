@@ -1,10 +1,11 @@
 """Read and validate the catalog TOML files in `orchestrator/catalog/data/`.
 
-Each file is parsed once per process (functools.lru_cache) with the stdlib `tomllib`. A file may
-declare shared sources in a top-level `[sources]` table; an entry then names one by key
-(`source = "aws-g5"`) instead of repeating the URL and date. Every fact must end up with a
-`Source` that has a URL and an ISO date; `validate_catalog()` checks that and the cross-file
-references (every instance's GPU exists, every measurement's GPU and model exist).
+Each file is parsed once per process (functools.cache, an unbounded lru_cache) with the
+stdlib `tomllib`. A file may declare shared sources in a top-level `[sources]` table; an entry
+then names one by key (`source = "aws-g5"`) instead of repeating the URL and date. Every fact
+must end up with a `Source` that has a URL and an ISO date; `validate_catalog()` checks that
+and the cross-file references (every instance's GPU exists, every measurement's GPU and model
+exist).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import difflib
 import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ class CatalogError(OrchError):
 # ---------------------------------------------------------------------------- file reading
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(filename: str) -> dict[str, Any]:
     path = DATA_DIR / filename
     try:
@@ -72,7 +73,7 @@ def _source(raw: Any, shared: dict[str, Any], where: str) -> Source:
 # ------------------------------------------------------------------------------------ GPUs
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_gpus() -> dict[str, Gpu]:
     """All GPUs, keyed by canonical name ("T4", "A10G", "A100-80GB")."""
     data = _read("gpus.toml")
@@ -98,7 +99,7 @@ def load_gpus() -> dict[str, Gpu]:
     return gpus
 
 
-@lru_cache(maxsize=None)
+@cache
 def _measurements() -> tuple[ThroughputMeasurement, ...]:
     data = _read("gpus.toml")
     shared = data.get("sources", {})
@@ -168,7 +169,7 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
     return tuple(rows)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _all_instances() -> tuple[InstanceType, ...]:
     return tuple(row for cloud in CLOUDS for row in _instances_of(cloud))
 
@@ -202,7 +203,7 @@ def find_instance(cloud: str, name: str) -> InstanceType:
 # ---------------------------------------------------------------------------------- models
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_models() -> dict[str, ModelEntry]:
     """All catalog models keyed by canonical name ("bert-large-uncased")."""
     data = _read("models.toml")
@@ -210,9 +211,11 @@ def load_models() -> dict[str, ModelEntry]:
     models: dict[str, ModelEntry] = {}
     for raw in data.get("model", []):
         where = f"models.toml model {raw.get('name')!r}"
+        # The Hub id ("google-bert/bert-large-uncased") is accepted as one more alias.
+        hf_id = raw.get("hf_id")
         entry = ModelEntry(
             name=raw["name"],
-            aliases=tuple(raw.get("aliases", ())),
+            aliases=tuple(raw.get("aliases", ())) + ((hf_id,) if hf_id else ()),
             config=dict(raw["config"]),
             source=_source(raw.get("source"), shared, where),
             parameters=raw.get("parameters"),
@@ -225,7 +228,7 @@ def load_models() -> dict[str, ModelEntry]:
     return models
 
 
-@lru_cache(maxsize=None)
+@cache
 def _model_index() -> dict[str, str]:
     """Lower-cased canonical names and aliases -> canonical name."""
     index: dict[str, str] = {}
@@ -268,7 +271,7 @@ def validate_catalog() -> list[str]:
     for gpu in gpus.values():
         if gpu.memory_gib <= 0 or gpu.memory_bandwidth_gbps <= 0:
             problems.append(f"GPU {gpu.name}: memory and bandwidth must be positive")
-        for key, value in (*gpu.peak_tflops.items(), *gpu.efficiency.items()):
+        for key in (*gpu.peak_tflops, *gpu.efficiency):
             if key not in PRECISION_KEYS:
                 problems.append(f"GPU {gpu.name}: unknown precision key {key!r}")
         if any(v <= 0 for v in gpu.peak_tflops.values()):

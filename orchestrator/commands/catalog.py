@@ -1,0 +1,218 @@
+"""`orch catalog gpus|instances|models`: show the shipped catalog as aligned tables or JSON.
+
+Offline: reads only the TOML data files (no cloud SDK, no Terraform).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import click
+
+from orchestrator.catalog import load_gpus, load_instances, load_models
+from orchestrator.catalog.loader import CLOUDS
+from orchestrator.catalog.schema import InstanceType, ModelEntry
+from orchestrator.errors import UsageError
+
+PRECISION_COLUMNS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces; no trailing blanks."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = []
+    for row in (headers, *rows):
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _emit(as_json: bool, payload: list[dict[str, Any]], table: str) -> None:
+    if as_json:
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(table)
+
+
+@click.group(name="catalog", invoke_without_command=True)
+@click.pass_context
+def catalog(ctx: click.Context) -> None:
+    """List the GPUs, instance types (with prices) and models orch knows about.
+
+    \b
+    Examples:
+      orch catalog instances --cloud aws --region us-east-1
+      orch catalog models --json
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+# ------------------------------------------------------------------------------------ gpus
+
+
+@catalog.command(name="gpus")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def gpus_command(as_json: bool) -> None:
+    """GPUs with memory, dense peak TFLOPS and memory bandwidth."""
+    gpus = list(load_gpus().values())
+    headers = ["GPU", "ARCH", "MEMORY", *[f"{p.upper()} TF" for p in PRECISION_COLUMNS]]
+    headers += ["BW GB/s", "INTERCONNECT"]
+    rows = []
+    for gpu in gpus:
+        peaks = [
+            _number(gpu.peak_tflops[p]) if p in gpu.peak_tflops else "-" for p in PRECISION_COLUMNS
+        ]
+        rows.append(
+            [
+                gpu.name,
+                gpu.architecture,
+                f"{_number(gpu.memory_gib)} GiB",
+                *peaks,
+                _number(gpu.memory_bandwidth_gbps),
+                gpu.interconnect,
+            ]
+        )
+    _emit(as_json, [asdict(gpu) for gpu in gpus], format_table(headers, rows))
+
+
+# ------------------------------------------------------------------------------- instances
+
+
+def _pick_price(
+    instance: InstanceType, region: str | None, spot: bool
+) -> tuple[str | None, float | None]:
+    """The price to show: in `region`, or the cheapest region with a price."""
+    if region is not None:
+        return region, instance.price(region, spot=spot)
+    best: tuple[str | None, float | None] = (None, None)
+    for name in sorted(instance.prices):
+        value = instance.price(name, spot=spot)
+        if value is not None and (best[1] is None or value < best[1]):
+            best = (name, value)
+    return best
+
+
+def _known_regions(instances: Sequence[InstanceType]) -> set[str]:
+    return {region for row in instances for region in row.prices}
+
+
+@catalog.command(name="instances")
+@click.option("--cloud", type=click.Choice(CLOUDS), help="Only this cloud.")
+@click.option("--region", help="Show prices in this region (default: each type's cheapest).")
+@click.option("--spot", is_flag=True, help="Show spot prices instead of on-demand.")
+@click.option("--gpu", "gpu_name", help="Only instances with this GPU (e.g. A10G).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def instances_command(
+    cloud: str | None, region: str | None, spot: bool, gpu_name: str | None, as_json: bool
+) -> None:
+    """GPU instance types with specs and USD/hour prices."""
+    instances = load_instances(cloud)
+    if region is not None and region not in _known_regions(instances):
+        known = ", ".join(sorted(_known_regions(instances)))
+        raise UsageError(f"no prices for region {region!r}", hint=f"regions with prices: {known}")
+    gpus = load_gpus()
+    if gpu_name is not None:
+        wanted = gpu_name.lower()
+        if wanted not in {name.lower() for name in gpus}:
+            raise UsageError(f"unknown GPU {gpu_name!r}", hint=f"known: {', '.join(gpus)}")
+        instances = [row for row in instances if row.gpu.lower() == wanted]
+
+    headers = ["CLOUD", "TYPE", "GPUS", "GPU MEM", "VCPU", "RAM", "$/H", "REGION", "NOTE"]
+    rows, payload = [], []
+    for row in instances:
+        shown_region, price = _pick_price(row, region, spot)
+        gpu_memory = gpus[row.gpu].memory_gib * row.gpu_count
+        note = "legacy" if row.legacy else ""
+        rows.append(
+            [
+                row.cloud,
+                row.name,
+                f"{row.gpu_count}x {row.gpu}",
+                f"{_number(gpu_memory)} GiB",
+                str(row.vcpus),
+                f"{_number(row.memory_gib)} GiB",
+                f"{price:.3f}" if price is not None else "-",
+                shown_region or "-",
+                note,
+            ]
+        )
+        record = asdict(row)
+        record.update(
+            gpu_memory_gib=gpu_memory,
+            market="spot" if spot else "on-demand",
+            region=shown_region,
+            price_per_hour=price,
+        )
+        payload.append(record)
+    table = format_table(headers, rows)
+    legacy = [row for row in instances if row.legacy]
+    if legacy and not as_json:
+        table += f"\n\nlegacy: {legacy[0].legacy_note}"
+    if not as_json and any(r[6] == "-" for r in rows):
+        table += (
+            "\n'-' = no price there (not offered in that region, or no public price):"
+            " listed, but not ranked by cost."
+        )
+    _emit(as_json, payload, table)
+
+
+# ---------------------------------------------------------------------------------- models
+
+
+def _first(config: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return None
+
+
+def _model_shape(entry: ModelEntry) -> tuple[str, str, str]:
+    """(layers, hidden, heads) for display, whatever the HF config calls them."""
+    config = entry.config
+    layers = _first(config, "num_hidden_layers", "n_layer", "num_layers", "n_layers", "depths")
+    if isinstance(layers, list):
+        layers = sum(layers)
+    hidden = _first(config, "hidden_size", "n_embd", "d_model", "dim", "hidden_sizes")
+    if isinstance(hidden, list):
+        hidden = hidden[-1]
+    heads = _first(config, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    return tuple("-" if v is None else str(v) for v in (layers, hidden, heads))  # type: ignore[return-value]
+
+
+def _params(count: int | None) -> str:
+    if count is None:
+        return "-"
+    if count >= 1_000_000_000:
+        return f"{count / 1e9:.3g}B"
+    return f"{count / 1e6:.3g}M"
+
+
+@catalog.command(name="models")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def models_command(as_json: bool) -> None:
+    """Models with their architecture shape (from their Hugging Face config)."""
+    models = list(load_models().values())
+    headers = ["MODEL", "TYPE", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "ALIASES"]
+    rows = []
+    for entry in models:
+        short_aliases = [a for a in entry.aliases if "/" not in a]
+        rows.append(
+            [
+                entry.name,
+                str(entry.config.get("model_type", "-")),
+                _params(entry.parameters),
+                *_model_shape(entry),
+                ", ".join(short_aliases),
+            ]
+        )
+    _emit(as_json, [asdict(entry) for entry in models], format_table(headers, rows))
