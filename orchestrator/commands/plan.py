@@ -49,9 +49,6 @@ def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
 @click.option("--max-price", type=float, help="Highest USD per hour for the whole instance.")
 @click.option("--deadline", help="The job must finish within this time (e.g. 6h, 90m).")
 @click.option(
-    "--instance-gpus", "instance_gpus", type=int, help="Only instances with exactly this many GPUs."
-)
-@click.option(
     "--headroom",
     type=click.FloatRange(0.1, 1.0),
     default=0.9,
@@ -92,7 +89,6 @@ def plan(
     spot: bool,
     max_price: float | None,
     deadline: str | None,
-    instance_gpus: int | None,
     headroom: float,
     throughput: tuple[str, ...],
     dataset_gib: float,
@@ -105,7 +101,8 @@ def plan(
 
     Ranks every (cloud, region, instance type, market) whose per-GPU memory estimate stays
     within --headroom of GPU memory, by the cost of the whole job (--samples, or --epochs
-    with --dataset-size; 100,000 samples when neither is given), then by time.
+    with --dataset-size; 100,000 samples when neither is given), then by time. With --gpus N
+    only boxes with exactly N GPUs are considered.
     """
     job = job_from_options(**job_kwargs)
     if max_price is not None and max_price <= 0:
@@ -116,7 +113,7 @@ def plan(
         spot=spot,
         max_price=max_price,
         deadline_hours=parse_hours(deadline, "--deadline") if deadline else None,
-        gpus=instance_gpus,
+        gpus=job.gpus if explicit("gpus") else None,
         headroom=headroom,
         throughput=parse_throughput(throughput),
         dataset_gib=dataset_gib,
@@ -133,6 +130,12 @@ def plan(
     click.echo(render_ranking(ranking, top))
     if output:
         click.echo(f"Wrote {output}: `orch up --plan {output} --name NAME` creates the box.")
+
+
+def explicit(parameter: str) -> bool:
+    """Whether the user gave an option, as opposed to click filling in its default."""
+    source = click.get_current_context().get_parameter_source(parameter)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def best_per_type(candidates: list[Candidate]) -> list[Candidate]:

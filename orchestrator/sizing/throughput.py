@@ -4,8 +4,9 @@ samples/s per GPU = peak_tflops[gpu, precision] * efficiency[gpu, precision] / f
 
 `efficiency` (model FLOPs utilisation) is calibrated on published measured throughput in the
 catalog (`[[measurement]]` in gpus.toml): for each measurement we compute the FLOPs our own
-model assigns to that job, so estimator and calibration share one FLOPs convention. Where a GPU
-has no measurement for a precision, the catalog's per-GPU prior is used.
+model assigns to that job, so estimator and calibration share one FLOPs convention. A GPU
+without a measurement for a precision gets an efficiency transferred from the measured GPUs
+(scaled by compute and bandwidth); the catalog's per-GPU prior is the last resort.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class GpuRate:
     precision_used: str  # may differ from the job's: amp-bf16 on a GPU without bf16 runs fp16
     peak_tflops: float
     efficiency: float
-    calibrated: bool  # True when from measurements, False when from the catalog prior
+    basis: str  # "measured" | "transferred" (from measured GPUs) | "prior" (catalog)
     note: str = ""
 
 
@@ -83,15 +84,54 @@ def calibrated_efficiency() -> dict[tuple[str, str], float]:
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+# bf16 and fp16 run on the same tensor cores at the same dense rate on every GPU that has both,
+# so a measurement in one calibrates the other.
+_TWIN_KEY = {"bf16": "fp16", "fp16": "bf16"}
+
+
+def _measured(gpu: Gpu, key: str) -> float | None:
+    table = calibrated_efficiency()
+    found = table.get((gpu.name, key))
+    if found is None and key in _TWIN_KEY and _TWIN_KEY[key] in gpu.peak_tflops:
+        found = table.get((gpu.name, _TWIN_KEY[key]))
+    return found
+
+
+def _from_siblings(gpu: Gpu, key: str) -> float | None:
+    """Efficiency for a GPU without measurements, transferred from the measured ones.
+
+    Training throughput depends on both tensor FLOPS and memory bandwidth, so a reference
+    GPU's achieved FLOP rate is scaled by the geometric mean of the two ratios; the median
+    over references is returned as a fraction of this GPU's peak.
+    """
+    gpus = load_gpus()
+    estimates = []
+    for (name, ref_key), efficiency in calibrated_efficiency().items():
+        if ref_key not in (key, _TWIN_KEY.get(key)) or name == gpu.name:
+            continue
+        ref = gpus[name]
+        achieved = ref.peak_tflops[ref_key] * efficiency
+        ratio = (gpu.peak_tflops[key] / ref.peak_tflops[ref_key]) * (
+            gpu.memory_bandwidth_gbps / ref.memory_bandwidth_gbps
+        )
+        estimates.append(achieved * ratio**0.5 / gpu.peak_tflops[key])
+    return statistics.median(estimates) if estimates else None
+
+
 def gpu_rate(gpu: Gpu, precision: str) -> GpuRate:
+    """Peak and achievable fraction for a GPU: measured, else transferred, else the prior."""
     used, note = effective_precision(gpu, precision)
     key = PEAK_KEY[used]
-    peak = gpu.peak_tflops.get(key) or gpu.peak_tflops["fp32"]
-    measured = calibrated_efficiency().get((gpu.name, key))
+    if key not in gpu.peak_tflops:
+        key = "fp32"
+    peak = gpu.peak_tflops[key]
+    measured = _measured(gpu, key)
     if measured is not None:
-        return GpuRate(used, peak, measured, True, note)
-    prior = gpu.efficiency.get(key, 0.3)
-    return GpuRate(used, peak, prior, False, note)
+        return GpuRate(used, peak, measured, "measured", note)
+    transferred = _from_siblings(gpu, key)
+    if transferred is not None:
+        return GpuRate(used, peak, transferred, "transferred", note)
+    return GpuRate(used, peak, gpu.efficiency.get(key, 0.3), "prior", note)
 
 
 def multi_gpu_scaling(gpu: Gpu, count: int) -> float:
