@@ -19,7 +19,7 @@ from orchestrator.sizing.images import image_for
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
-from orchestrator.sizing.throughput import gpu_supports, samples_per_second
+from orchestrator.sizing.throughput import gpu_supports, samples_per_second, workload_of
 
 CLOUDS = ("aws", "aliyun")
 DEFAULT_SAMPLES = 100_000  # when neither --samples nor --epochs/--dataset-size is given
@@ -109,6 +109,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     arch, warnings = resolve_architecture(job)
     samples, assumed = job_samples(job)
     flops = training_flops_per_sample(arch, job)
+    workload = workload_of(arch)
     gpus = load_gpus()
     unknown = sorted(set(options.throughput) - set(gpus))
     if unknown:
@@ -143,7 +144,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
             )
             continue
         rate = samples_per_second(
-            flops, gpu, count, job.precision, options.throughput.get(gpu.name)
+            flops, gpu, count, job.precision, options.throughput.get(gpu.name), workload
         )
         hours = samples / rate / 3600 + SETUP_HOURS
         if options.deadline_hours is not None and hours > options.deadline_hours:

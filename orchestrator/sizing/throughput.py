@@ -12,11 +12,13 @@ without a measurement for a precision gets an efficiency transferred from the me
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from orchestrator.catalog import Gpu, load_gpus, load_measurements
+from orchestrator.catalog import Gpu, ThroughputMeasurement, load_gpus, load_measurements
 from orchestrator.errors import UsageError
+from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 
 # Which peak-TFLOPS column a job's precision runs on. PyTorch leaves TF32 matmuls off by
@@ -54,16 +56,30 @@ def gpu_supports(gpu: Gpu, precision: str) -> bool:
     return not (precision == "bf16" and "bf16" not in gpu.peak_tflops)
 
 
+def workload_of(arch: Architecture) -> str:
+    """Convolutional nets reach a much lower share of tensor peak than transformers (their
+    layers are bandwidth-bound), so the two are calibrated apart."""
+    return "cnn" if arch.kind == "cnn" else "transformer"
+
+
+Calibration = dict[tuple[str, str, str], float]  # (gpu, peak key, workload) -> utilisation
+
+
 @lru_cache(maxsize=1)
-def calibrated_efficiency() -> dict[tuple[str, str], float]:
-    """Median measured model-FLOPs utilisation per (gpu, peak key), from the catalog."""
+def calibrated_efficiency() -> Calibration:
+    """The catalog's measurements, calibrated once per process."""
+    return calibrate(load_measurements())
+
+
+def calibrate(measurements: Iterable[ThroughputMeasurement]) -> Calibration:
+    """Median measured model-FLOPs utilisation per (gpu, peak key, workload)."""
     # Imported here: resolving catalog models pulls in the architecture code.
     from orchestrator.sizing.flops import training_flops_per_sample
     from orchestrator.sizing.resolve import resolve_architecture
 
     gpus = load_gpus()
-    samples: dict[tuple[str, str], list[float]] = {}
-    for m in load_measurements():
+    samples: dict[tuple[str, str, str], list[float]] = {}
+    for m in measurements:
         gpu = gpus.get(m.gpu)
         key = PEAK_KEY.get(m.precision)
         if gpu is None or key is None or key not in gpu.peak_tflops:
@@ -80,7 +96,8 @@ def calibrated_efficiency() -> dict[tuple[str, str], float]:
         except UsageError:
             continue  # a measurement of a model the catalog lacks: not usable
         achieved = m.samples_per_s * training_flops_per_sample(arch, job)
-        samples.setdefault((gpu.name, key), []).append(achieved / (gpu.peak_tflops[key] * 1e12))
+        utilisation = achieved / (gpu.peak_tflops[key] * 1e12)
+        samples.setdefault((gpu.name, key, workload_of(arch)), []).append(utilisation)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -89,15 +106,14 @@ def calibrated_efficiency() -> dict[tuple[str, str], float]:
 _TWIN_KEY = {"bf16": "fp16", "fp16": "bf16"}
 
 
-def _measured(gpu: Gpu, key: str) -> float | None:
-    table = calibrated_efficiency()
-    found = table.get((gpu.name, key))
+def _measured(gpu: Gpu, key: str, workload: str, table: Calibration) -> float | None:
+    found = table.get((gpu.name, key, workload))
     if found is None and key in _TWIN_KEY and _TWIN_KEY[key] in gpu.peak_tflops:
-        found = table.get((gpu.name, _TWIN_KEY[key]))
+        found = table.get((gpu.name, _TWIN_KEY[key], workload))
     return found
 
 
-def _from_siblings(gpu: Gpu, key: str) -> float | None:
+def _from_siblings(gpu: Gpu, key: str, workload: str, table: Calibration) -> float | None:
     """Efficiency for a GPU without measurements, transferred from the measured ones.
 
     Training throughput depends on both tensor FLOPS and memory bandwidth, so a reference
@@ -106,8 +122,10 @@ def _from_siblings(gpu: Gpu, key: str) -> float | None:
     """
     gpus = load_gpus()
     estimates = []
-    for (name, ref_key), efficiency in calibrated_efficiency().items():
-        if ref_key not in (key, _TWIN_KEY.get(key)) or name == gpu.name:
+    for (name, ref_key, ref_workload), efficiency in table.items():
+        if ref_workload != workload or name == gpu.name:
+            continue
+        if ref_key not in (key, _TWIN_KEY.get(key)):
             continue
         ref = gpus[name]
         achieved = ref.peak_tflops[ref_key] * efficiency
@@ -118,17 +136,20 @@ def _from_siblings(gpu: Gpu, key: str) -> float | None:
     return statistics.median(estimates) if estimates else None
 
 
-def gpu_rate(gpu: Gpu, precision: str) -> GpuRate:
+def gpu_rate(
+    gpu: Gpu, precision: str, workload: str = "transformer", table: Calibration | None = None
+) -> GpuRate:
     """Peak and achievable fraction for a GPU: measured, else transferred, else the prior."""
+    table = calibrated_efficiency() if table is None else table
     used, note = effective_precision(gpu, precision)
     key = PEAK_KEY[used]
     if key not in gpu.peak_tflops:
         key = "fp32"
     peak = gpu.peak_tflops[key]
-    measured = _measured(gpu, key)
+    measured = _measured(gpu, key, workload, table)
     if measured is not None:
         return GpuRate(used, peak, measured, "measured", note)
-    transferred = _from_siblings(gpu, key)
+    transferred = _from_siblings(gpu, key, workload, table)
     if transferred is not None:
         return GpuRate(used, peak, transferred, "transferred", note)
     return GpuRate(used, peak, gpu.efficiency.get(key, 0.3), "prior", note)
@@ -142,7 +163,12 @@ def multi_gpu_scaling(gpu: Gpu, count: int) -> float:
 
 
 def samples_per_second(
-    flops_per_sample: float, gpu: Gpu, count: int, precision: str, override: float | None = None
+    flops_per_sample: float,
+    gpu: Gpu,
+    count: int,
+    precision: str,
+    override: float | None = None,
+    workload: str = "transformer",
 ) -> float:
     """Training samples/s for `count` GPUs of one box working data-parallel.
 
@@ -150,6 +176,6 @@ def samples_per_second(
     """
     per_gpu = override
     if per_gpu is None:
-        rate = gpu_rate(gpu, precision)
+        rate = gpu_rate(gpu, precision, workload)
         per_gpu = rate.peak_tflops * 1e12 * rate.efficiency / flops_per_sample
     return per_gpu * count * multi_gpu_scaling(gpu, count)
