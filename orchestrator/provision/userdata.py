@@ -1,0 +1,61 @@
+"""Build a box's user data: a few shell variables, then scripts/install_drivers.sh.
+
+The script runs once at first boot (cloud-init on AWS, the cloud-init-compatible agent on
+Aliyun). It installs the NVIDIA driver when the image lacks it, writes a readiness marker and
+installs the in-guest expiry timer. Values are validated here before they are put into shell
+text, so nothing a user typed can become a command.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.resources import resource_path
+
+SCRIPT = "scripts/install_drivers.sh"
+# EC2 rejects user data over 16 KB (raw, before base64); Aliyun allows 32 KB. Stay under both.
+USER_DATA_LIMIT = 16 * 1024
+CLOUDS = ("aws", "aliyun")
+_EXPIRES_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+def normalise_expires_at(expires_at: str) -> str:
+    """Return `expires_at` as `YYYY-MM-DDTHH:MM:SSZ` (UTC), or raise UsageError."""
+    text = expires_at.strip()
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"expiry {expires_at!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise UsageError(f"expiry {expires_at!r} has no time zone (use a trailing Z for UTC)")
+    result = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert _EXPIRES_AT.match(result)
+    return result
+
+
+def render_user_data(expires_at: str | None, cloud: str) -> str:
+    """The full user-data text for a box on `cloud` that powers itself off at `expires_at`.
+
+    `expires_at` is an ISO 8601 UTC time ("2026-12-02T19:00:00Z") or None (no expiry).
+    """
+    if cloud not in CLOUDS:
+        raise UsageError(f"unknown cloud {cloud!r} (expected one of {', '.join(CLOUDS)})")
+    expiry = normalise_expires_at(expires_at) if expires_at else ""
+    body = resource_path(SCRIPT).read_text()
+    shebang, _, rest = body.partition("\n")
+    if not shebang.startswith("#!"):
+        raise OrchError(f"{SCRIPT} does not start with a #! line")
+    header = [
+        shebang,
+        "# Rendered by orch (orchestrator/provision/userdata.py).",
+        f"ORCH_EXPIRES_AT='{expiry}'",
+        f"ORCH_CLOUD='{cloud}'",
+        "export ORCH_EXPIRES_AT ORCH_CLOUD",
+    ]
+    text = "\n".join(header) + "\n" + rest
+    size = len(text.encode())
+    if size > USER_DATA_LIMIT:
+        raise OrchError(f"user data is {size} bytes, over the {USER_DATA_LIMIT}-byte limit")
+    return text

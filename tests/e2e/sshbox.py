@@ -1,0 +1,174 @@
+"""A real OpenSSH server on a loopback port, standing in for a GPU box in tests.
+
+It runs as the current user with its own host key, accepts only the box key, and puts a fake
+`nvidia-smi` (tests/fixtures/nvidia-smi/fake_nvidia_smi.py, answering from captured outputs)
+first on the remote PATH through `environment=` in authorized_keys. An ssh_config maps a
+made-up host name to it, the way users reach real boxes through their own ssh_config.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
+SSH = shutil.which("ssh")
+SSH_KEYGEN = shutil.which("ssh-keygen")
+HOST_ALIAS = "box-under-test"
+
+
+def prerequisites() -> str | None:
+    """None when a real sshd can run here, else what is missing."""
+    missing = [n for n, p in (("sshd", SSHD), ("ssh", SSH), ("ssh-keygen", SSH_KEYGEN)) if not p]
+    return f"OpenSSH ({', '.join(missing)}) not installed" if missing else None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def keygen(path: Path) -> None:
+    subprocess.run(
+        [SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", "orch-test", "-f", str(path)],
+        check=True,
+    )
+    path.chmod(0o600)
+
+
+def write_fake_nvidia_smi(bin_dir: Path) -> Path:
+    """Install the fake nvidia-smi under `bin_dir`, run by this interpreter."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    target = bin_dir / "nvidia-smi"
+    source = (FIXTURES / "fake_nvidia_smi.py").read_text()
+    target.write_text(f"#!{sys.executable}\n{source}")
+    target.chmod(0o755)
+    return target
+
+
+@dataclass
+class SshBox:
+    root: Path
+    port: int
+    key_path: Path
+    ssh_config: Path
+    bin_dir: Path
+    state_dir: Path
+    user: str
+    proc: subprocess.Popen | None = None
+    host: str = HOST_ALIAS
+    generation: int = field(default=0)
+
+    # -------------------------------------------------------------- what nvidia-smi says
+
+    def serve(self, fixture: str) -> None:
+        """Make the fake nvidia-smi print tests/fixtures/nvidia-smi/<fixture>.csv."""
+        self._reset()
+        (self.state_dir / "fixture").write_text(str(FIXTURES / f"{fixture}.csv"))
+
+    def serve_sequence(self, path: Path) -> None:
+        self._reset()
+        (self.state_dir / "sequence").write_text(str(path))
+
+    def fail(self, exit_code: int, message: str) -> None:
+        self._reset()
+        (self.state_dir / "fail").write_text(f"{exit_code}\n{message}")
+
+    def remove_driver(self) -> None:
+        (self.bin_dir / "nvidia-smi").unlink(missing_ok=True)
+
+    def calls(self) -> list[str]:
+        log = self.state_dir / "argv.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def _reset(self) -> None:
+        for name in ("fixture", "sequence", "fail", "calls", "argv.log"):
+            (self.state_dir / name).unlink(missing_ok=True)
+        if not (self.bin_dir / "nvidia-smi").exists():
+            write_fake_nvidia_smi(self.bin_dir)
+
+    # ---------------------------------------------------------------------- the server
+
+    def start(self, *, new_host_key: bool = False) -> None:
+        host_key = self.root / "ssh_host_ed25519_key"
+        if new_host_key or not host_key.exists():
+            for path in (host_key, host_key.with_suffix(".pub")):
+                path.unlink(missing_ok=True)
+            keygen(host_key)
+        config = self.root / "sshd_config"
+        lines = [
+            f"Port {self.port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {host_key}",
+            f"PidFile {self.root / 'sshd.pid'}",
+            f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+            "StrictModes no",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "PermitUserEnvironment yes",
+            "PermitRootLogin prohibit-password",
+            f"AllowUsers {self.user}",
+            "LogLevel ERROR",
+        ]
+        config.write_text("\n".join(lines) + "\n")
+        if os.geteuid() == 0:
+            # sshd started as root insists on its privilege-separation directory.
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        log = (self.root / "sshd.log").open("ab")
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log, stdin=subprocess.DEVNULL
+        )
+        self._wait_listening()
+
+    def _wait_listening(self, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc and self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()[-2000:]}")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("sshd did not start listening")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def make_sshbox(root: Path, *, start: bool = True) -> SshBox:
+    """Prepare (and by default start) an sshd under `root` (a fresh temporary folder)."""
+    root.mkdir(parents=True, exist_ok=True)
+    key = root / "id_ed25519"
+    keygen(key)
+    bin_dir, state_dir = root / "bin", root / "state"
+    state_dir.mkdir()
+    write_fake_nvidia_smi(bin_dir)
+    port = free_port()
+    path = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
+    options = f'environment="PATH={path}",environment="FAKE_NVIDIA_SMI_STATE={state_dir}"'
+    (root / "authorized_keys").write_text(f"{options} {key.with_suffix('.pub').read_text()}")
+    ssh_config = root / "ssh_config"
+    ssh_config.write_text(f"Host {HOST_ALIAS}\n  HostName 127.0.0.1\n  Port {port}\n")
+    import getpass
+
+    box = SshBox(root, port, key, ssh_config, bin_dir, state_dir, getpass.getuser())
+    if start:
+        box.start()
+    return box

@@ -1,0 +1,349 @@
+"""`orch sweep` against moto_server (boto3 over HTTP) with hundreds of tagged instances.
+
+Regions used here (ca-central-1, eu-north-1, sa-east-1; one set per test) are used by no other
+suite or test, so the shared moto
+server's other contents cannot change what the sweeper finds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from orchestrator.sweep import Resource, group_resources, parse_expiry
+from tests.support import require
+
+pytestmark = pytest.mark.e2e
+
+REGION = "ca-central-1"
+OTHER_REGION = "eu-north-1"
+TABLE_REGION = "sa-east-1"
+AMI = "ami-1e749f67"  # served by moto by default
+PAST = "2021-06-01T00:00:00Z"
+FUTURE = "2099-01-01T00:00:00Z"
+PUBLIC_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKn0Jrp2lK/puazuJtOAswdqZ9EaaIaScLQ/19IU1Juf orch-test"
+)
+
+
+@pytest.fixture
+def env(moto_server: str, tmp_path: Path) -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORCH_"))}
+    environment.update(
+        AWS_ENDPOINT_URL=moto_server,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_REGION=REGION,
+        ORCH_HOME=str(tmp_path / "orch-home"),
+    )
+    return environment
+
+
+def ec2_client(env: dict[str, str], region: str):
+    import boto3
+
+    return boto3.client(
+        "ec2",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name=region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def tags(box: str | None, expires: str | None) -> list[dict[str, str]]:
+    result = [{"Key": "Name", "Value": box or "not-orch"}]
+    if box is not None:
+        result += [{"Key": "orch:box", "Value": box}, {"Key": "orch:owner", "Value": "ci"}]
+    if expires is not None:
+        result.append({"Key": "orch:expires-at", "Value": expires})
+    return result
+
+
+class World:
+    """What the test created, to compare with what survives."""
+
+    def __init__(self) -> None:
+        self.instances: dict[str, set[str]] = {"expired": set(), "live": set(), "other": set()}
+        self.groups: dict[str, set[str]] = {"expired": set(), "live": set()}
+        self.keys: dict[str, set[str]] = {"expired": set(), "live": set()}
+
+
+def make_box(ec2, world: World, box: str, expires: str, count: int, fate: str, *, extras: bool):
+    """`count` instances of one box; with extras, its own security group and key pair."""
+    spec = [{"ResourceType": "instance", "Tags": tags(box, expires)}]
+    kwargs = {}
+    if extras:
+        group = ec2.create_security_group(
+            GroupName=f"orch-{box}-sg",
+            Description=f"orch box {box}",
+            TagSpecifications=[{"ResourceType": "security-group", "Tags": tags(box, expires)}],
+        )["GroupId"]
+        key = ec2.import_key_pair(
+            KeyName=f"orch-{box}-key",
+            PublicKeyMaterial=PUBLIC_KEY.encode(),
+            TagSpecifications=[{"ResourceType": "key-pair", "Tags": tags(box, expires)}],
+        )["KeyPairId"]
+        world.groups[fate].add(group)
+        world.keys[fate].add(key)
+        kwargs = {"SecurityGroupIds": [group], "KeyName": f"orch-{box}-key"}
+    if count:
+        reservation = ec2.run_instances(
+            ImageId=AMI,
+            InstanceType="g5.xlarge",
+            MinCount=count,
+            MaxCount=count,
+            TagSpecifications=spec,
+            **kwargs,
+        )
+        world.instances[fate].update(i["InstanceId"] for i in reservation["Instances"])
+
+
+@pytest.fixture
+def world(env) -> World:
+    ec2 = ec2_client(env, REGION)
+    world = World()
+    # 300 instances: 150 in 15 expired boxes, 130 in 13 live boxes, 20 with no orch tags.
+    for n in range(15):
+        make_box(ec2, world, f"old-{n}", PAST, 10, "expired", extras=n < 6)
+    for n in range(13):
+        make_box(ec2, world, f"new-{n}", FUTURE, 10, "live", extras=n < 4)
+    reservation = ec2.run_instances(
+        ImageId=AMI,
+        InstanceType="t3.micro",
+        MinCount=20,
+        MaxCount=20,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags(None, None)}],
+    )
+    world.instances["other"].update(i["InstanceId"] for i in reservation["Instances"])
+    # A box whose instance the in-guest timer already terminated: its SG and key pair remain.
+    make_box(ec2, world, "orphan", PAST, 0, "expired", extras=True)
+    # A box without an expiry is never swept.
+    make_box(ec2, world, "forever", "", 2, "live", extras=True)
+    # One expired box in a second region.
+    make_box(ec2_client(env, OTHER_REGION), World(), "elsewhere", PAST, 1, "expired", extras=False)
+    return world
+
+
+def orch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def live_instances(ec2) -> set[str]:
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]}]
+    )
+    return {i["InstanceId"] for p in pages for r in p["Reservations"] for i in r["Instances"]}
+
+
+def security_groups(ec2) -> set[str]:
+    return {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]}
+
+
+def key_pairs(ec2) -> set[str]:
+    return {k["KeyPairId"] for k in ec2.describe_key_pairs()["KeyPairs"]}
+
+
+def save_local_box(name: str, region: str, expires: str):
+    """A local record for a box, as `orch up` leaves it."""
+    from orchestrator.plan import Candidate
+    from orchestrator.provision.boxes import Box, box_directory
+
+    candidate = Candidate(
+        "aws", region, "g5.xlarge", "on-demand", "A10G", 1, 24.0, 1.0, 1.0, 1.0, 1.0, 1, 0.5,
+        {"id": AMI}, 100, "ubuntu",
+    )  # fmt: skip
+    box = Box(name, box_directory(name), "aws", region, candidate, "up",
+              "2021-05-31T00:00:00Z", expires, {"instance_id": "i-0"}, "ci", None)  # fmt: skip
+    box.save()
+    return box
+
+
+def test_sweep_destroys_exactly_the_expired_boxes(env, world, monkeypatch):
+    monkeypatch.setenv("ORCH_HOME", env["ORCH_HOME"])
+    save_local_box("old-3", REGION, PAST)
+    save_local_box("new-3", REGION, FUTURE)
+    ec2 = ec2_client(env, REGION)
+    groups_before, keys_before = security_groups(ec2), key_pairs(ec2)
+    everything = set().union(*world.instances.values())
+    assert everything <= live_instances(ec2) and len(everything) == 300 + 2
+
+    # Dry run: reports, touches nothing.
+    dry = orch(env, "sweep", "--cloud", "aws", "--region", REGION, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    report = json.loads(dry.stdout)
+    assert report["counts"] == {"would-destroy": 16, "kept": 14}
+    assert live_instances(ec2) >= everything and security_groups(ec2) == groups_before
+
+    result = orch(
+        env, "sweep", "--cloud", "aws", "--region", REGION, "--region", OTHER_REGION, "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["counts"] == {"destroyed": 17, "kept": 14}
+
+    survivors = live_instances(ec2)
+    assert survivors.isdisjoint(world.instances["expired"])
+    assert world.instances["live"] | world.instances["other"] <= survivors
+    assert security_groups(ec2) == groups_before - world.groups["expired"]
+    assert world.groups["live"] <= security_groups(ec2)
+    assert key_pairs(ec2) == keys_before - world.keys["expired"]
+    assert live_instances(ec2_client(env, OTHER_REGION)) == set()
+
+    swept = {b["box"]: b for b in report["boxes"] if b["action"] == "destroyed"}
+    assert set(swept) == {f"old-{n}" for n in range(15)} | {"orphan", "elsewhere"}
+    assert {r["kind"] for r in swept["old-0"]["resources"]} == {
+        "instance", "security_group", "key_pair",
+    }  # fmt: skip
+    assert swept["old-3"]["local_record"] == "marked-destroyed"
+
+    from orchestrator.provision.boxes import load_box
+
+    assert load_box("old-3").state == "destroyed"
+    assert "orch sweep" in (load_box("old-3").error or "")
+    assert load_box("new-3").state == "up"
+
+    # Nothing left to do the second time.
+    again = orch(env, "sweep", "--cloud", "aws", "--region", REGION, "--json")
+    assert json.loads(again.stdout)["counts"] == {"kept": 14}
+
+
+def test_sweep_table_output_and_usage_errors(env):
+    ec2 = ec2_client(env, TABLE_REGION)
+    make_box(ec2, World(), "stale", PAST, 1, "expired", extras=True)
+    make_box(ec2, World(), "fresh", FUTURE, 1, "live", extras=False)
+    result = orch(env, "sweep", "--cloud", "aws", "--region", TABLE_REGION, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[-1] == "dry run: 1 kept, 1 would-destroy"
+    (stale,) = [line for line in lines if " stale " in line]
+    assert stale.startswith("would-destroy") and "security_group sg-" in stale
+    assert "key_pair key-" in stale
+    bad = orch(env, "sweep", "--cloud", "gcp")
+    assert bad.returncode == 2 and bad.stderr.startswith("orch: error:")
+
+
+# ----------------------------------------------------------------- grouping (no emulator)
+
+
+def resource(kind: str, rid: str, box: str, expires: str) -> Resource:
+    return Resource(kind, rid, rid, {"orch:box": box, "orch:expires-at": expires})
+
+
+def test_grouping_uses_the_latest_expiry_and_ignores_untagged():
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    soon = (now + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    groups = group_resources(
+        "aws",
+        "r",
+        [
+            resource("key_pair", "k", "a", "2029-01-01T00:00:00Z"),
+            resource("instance", "i", "a", soon),  # one member says later: keep the box
+            resource("instance", "j", "b", "2029-12-31T23:59:59Z"),
+            resource("instance", "x", "c", "not a date"),
+            Resource("instance", "y", "y", {}),
+        ],
+        now,
+    )
+    assert [(g.box, g.expired) for g in groups] == [("a", False), ("b", True), ("c", False)]
+    assert [r.kind for r in groups[0].resources] == ["instance", "key_pair"]
+
+
+def test_parse_expiry_forms():
+    assert parse_expiry("2030-01-01T00:00:00Z") == datetime(2030, 1, 1, tzinfo=UTC)
+    assert parse_expiry("2030-01-01T02:00:00+02:00") == datetime(2030, 1, 1, tzinfo=UTC)
+    assert parse_expiry("") is None and parse_expiry("soon") is None
+
+
+# ------------------------------------------------------------------ Aliyun (emulator)
+
+ALIYUN_REGION = "cn-hangzhou"
+ALIYUN_TYPE = "ecs.gn6i-c4g1.xlarge"
+
+
+@pytest.fixture
+def aliyun(tmp_path: Path):
+    """The Aliyun emulator (tests/sim) on a loopback port, and an env for orch against it."""
+    try:
+        from tests.sim.aliyun.data import SYSTEM_IMAGES
+        from tests.sim.aliyun.server import RunningEmulator
+    except ImportError as exc:
+        require(False, f"the Aliyun emulator (tests/sim/aliyun): {exc}")
+        raise
+    emulator = RunningEmulator().start()
+    emulator.backend.settings.launch_delay_s = 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ALIBABA_", "ORCH_"))}
+    env.update(
+        ALIBABA_CLOUD_ENDPOINT_ECS=emulator.endpoint,
+        ALIBABA_CLOUD_ENDPOINT_VPC=emulator.endpoint,
+        ALIBABA_CLOUD_ACCESS_KEY_ID="test",
+        ALIBABA_CLOUD_ACCESS_KEY_SECRET="test",
+        ORCH_HOME=str(tmp_path / "orch-home"),
+    )
+    image = next(i.image_id for i in SYSTEM_IMAGES if "ubuntu_22_04" in i.image_id)
+    yield emulator, env, image
+    emulator.stop()
+
+
+def aliyun_box(backend, image: str, vswitch, box: str, expires: str, count: int) -> dict:
+    """Set-up straight into the emulator's backend; the sweeper then uses the SDK over HTTP."""
+    labels = {"orch:box": box, "orch:owner": "ci", "orch:expires-at": expires}
+    group = backend.create_security_group(
+        ALIYUN_REGION, vswitch.vpc_id, f"orch-{box}", "orch box", "normal", labels
+    )
+    key = backend.import_key_pair(ALIYUN_REGION, f"orch-{box}", PUBLIC_KEY, labels)
+    ids = backend.run_instances(
+        ALIYUN_REGION,
+        {
+            "InstanceType": ALIYUN_TYPE,
+            "ImageId": image,
+            "VSwitchId": vswitch.id,
+            "SecurityGroupIds": [group.id],
+            "KeyPairName": key.name,
+            "Amount": str(count),
+            "MinAmount": str(count),
+            "Tags": labels,
+        },
+    )
+    return {"group": group.id, "key": key.name, "instances": set(ids)}
+
+
+def test_sweep_aliyun_releases_expired_boxes(aliyun):
+    emulator, env, image = aliyun
+    backend = emulator.backend
+    vpc = backend.create_vpc(ALIYUN_REGION, "10.0.0.0/16", "orch-test", "", {})
+    from tests.sim.aliyun.data import zones_of
+
+    zone = zones_of(ALIYUN_REGION)[0]
+    vswitch = backend.create_vswitch(ALIYUN_REGION, vpc.id, zone, "10.0.1.0/24", "v", "", {})
+    old = [aliyun_box(backend, image, vswitch, f"old-{n}", PAST, 2) for n in range(3)]
+    new = [aliyun_box(backend, image, vswitch, f"new-{n}", FUTURE, 1) for n in range(2)]
+    assert [len(b["instances"]) for b in old + new] == [2, 2, 2, 1, 1]
+
+    result = orch(env, "sweep", "--cloud", "aliyun", "--region", ALIYUN_REGION, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["counts"] == {"destroyed": 3, "kept": 2}
+
+    instances = {i.id for i in backend.list_instances(ALIYUN_REGION)}
+    groups = set(backend.security_groups)
+    keys = {name for (_, name) in backend.key_pairs}
+    for box in old:
+        assert instances.isdisjoint(box["instances"])
+        assert box["group"] not in groups and box["key"] not in keys
+    for box in new:
+        assert box["instances"] <= instances
+        assert box["group"] in groups and box["key"] in keys
