@@ -1,0 +1,103 @@
+"""`orch estimate`: per-GPU training memory of a job, as a table or one JSON object.
+
+JSON contract (read by other tools; keep it stable):
+{"model": str, "job": {JobSpec fields}, "parameters": int, "trainable_parameters": int,
+ "memory": {"parameters_bytes": int, "gradients_bytes": int, "optimizer_bytes": int,
+            "activations_bytes": int, "overhead_bytes": int, "total_bytes": int},
+ "warnings": [str, ...]}
+All byte counts are for ONE GPU of the job's data-parallel group.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from orchestrator.commands.job_options import job_from_options, job_shape_options
+from orchestrator.sizing.architectures import Architecture
+from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.memory import GIB, MemoryBreakdown, estimate_memory
+from orchestrator.sizing.resolve import resolve_architecture
+from orchestrator.textui import table
+
+PARTS = (
+    ("parameters", "parameters_bytes"),
+    ("gradients", "gradients_bytes"),
+    ("optimizer states", "optimizer_bytes"),
+    ("activations", "activations_bytes"),
+    ("overhead", "overhead_bytes"),
+    ("total", "total_bytes"),
+)
+
+
+def estimate_result(
+    arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: list[str]
+) -> dict[str, Any]:
+    data = memory.to_dict()
+    return {
+        "model": arch.name,
+        "job": job.to_dict(),
+        "parameters": data["parameters"],
+        "trainable_parameters": data["trainable_parameters"],
+        "memory": data["memory"],
+        "warnings": list(warnings),
+    }
+
+
+def _count(n: int) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:,.2f}B"
+    return f"{n / 1e6:,.1f}M"
+
+
+def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: list[str]) -> str:
+    shape = (
+        f"image {job.image_size or arch.image_size}px"
+        if arch.kind in ("vit", "cnn")
+        else (f"seq {job.seq}" + (f"->{job.target_seq}" if job.target_seq else ""))
+    )
+    trainable = (
+        f", {_count(memory.trainable_parameters)} trainable (LoRA r={job.lora_rank})"
+        if job.lora_rank
+        else ""
+    )
+    options = [job.precision, job.optimizer]
+    if arch.kind != "cnn":
+        options.append(f"{job.attention} attention")
+    if job.grad_checkpointing:
+        options.append("grad checkpointing")
+    header = (
+        f"{arch.name}: {_count(memory.parameters)} parameters{trainable}; "
+        f"batch {job.batch}/GPU, {shape}, {', '.join(options)}; "
+        f"{job.gpus} GPU(s), ZeRO {job.zero}"
+    )
+    values = memory.to_dict()["memory"]
+    rows = [[label, f"{values[key] / GIB:,.2f}"] for label, key in PARTS]
+    body = table(["per GPU", "GiB"], rows, right={1})
+    lines = [header, "", body]
+    lines += [f"warning: {w}" for w in warnings]
+    return "\n".join(lines)
+
+
+@click.command("estimate")
+@job_shape_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def estimate(as_json: bool, **job_kwargs: Any) -> None:
+    """Estimate the per-GPU memory of a training job: weights, gradients, optimizer states,
+    activations and overhead.
+
+    \b
+    Examples:
+      orch estimate --model bert-large --batch 32 --seq 128
+      orch estimate --hf-config config.json --precision bf16 --zero 3 --gpus 8
+      orch estimate --params-m 350 --json
+    """
+    job = job_from_options(**job_kwargs)
+    arch, warnings = resolve_architecture(job)
+    memory = estimate_memory(arch, job)
+    if as_json:
+        click.echo(json.dumps(estimate_result(arch, job, memory, warnings)))
+        return
+    click.echo(render(arch, job, memory, warnings))

@@ -1,0 +1,944 @@
+"""Hugging Face config dict -> Architecture: the shapes that memory and FLOPs are computed from.
+
+An `Architecture` lists every weight tensor group (shape and how many), the transformer stacks
+(per-layer widths, attention, MLP and norm kinds, dropouts), the embeddings and the task head;
+or, for CNNs, the ResNet stages. Nothing here is a parameter-count heuristic: the counts come
+from the same shapes `transformers` builds (checked against published counts in the tests).
+
+Supported `model_type`s: bert, roberta, electra, distilbert, albert, deberta-v2, gpt2,
+gpt_neox, opt, llama, mistral, qwen2, t5, vit, resnet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+FAMILIES = (
+    "bert",
+    "roberta",
+    "electra",
+    "distilbert",
+    "albert",
+    "deberta-v2",
+    "gpt2",
+    "gpt_neox",
+    "opt",
+    "llama",
+    "mistral",
+    "qwen2",
+    "t5",
+    "vit",
+    "resnet",
+)
+
+# Head kinds (the `architectures` suffix decides which one a config gets).
+HEADS = (
+    "causal-lm",
+    "masked-lm",
+    "seq2seq-lm",
+    "pretraining",  # BERT: masked LM + next-sentence; ELECTRA: replaced-token discriminator
+    "sequence-classification",
+    "token-classification",
+    "question-answering",
+    "image-classification",
+    "none",
+)
+_HEAD_SUFFIXES = (
+    ("LMHeadModel", "causal-lm"),
+    ("ForCausalLM", "causal-lm"),
+    ("ForMaskedLM", "masked-lm"),
+    ("ForConditionalGeneration", "seq2seq-lm"),
+    ("ForPreTraining", "pretraining"),
+    ("ForSequenceClassification", "sequence-classification"),
+    ("ForTokenClassification", "token-classification"),
+    ("ForQuestionAnswering", "question-answering"),
+    ("ForImageClassification", "image-classification"),
+    ("Model", "none"),
+)
+DEFAULT_HEAD = {
+    "bert": "masked-lm",
+    "roberta": "masked-lm",
+    "distilbert": "masked-lm",
+    "albert": "masked-lm",
+    "deberta-v2": "masked-lm",
+    "electra": "pretraining",
+    "gpt2": "causal-lm",
+    "gpt_neox": "causal-lm",
+    "opt": "causal-lm",
+    "llama": "causal-lm",
+    "mistral": "causal-lm",
+    "qwen2": "causal-lm",
+    "t5": "seq2seq-lm",
+    "vit": "image-classification",
+    "resnet": "image-classification",
+}
+# Families whose transformers implementation has an SDPA/flash attention path.
+SDPA_FAMILIES = {
+    "bert",
+    "roberta",
+    "electra",
+    "distilbert",
+    "albert",
+    "gpt2",
+    "gpt_neox",
+    "opt",
+    "llama",
+    "mistral",
+    "qwen2",
+    "vit",
+}
+# Families whose positions are learned absolute embeddings: a longer sequence cannot run.
+ABSOLUTE_POSITION_FAMILIES = {"bert", "roberta", "electra", "distilbert", "albert", "gpt2", "opt"}
+# Activation functions as `transformers` implements them, by how many tensors of the MLP
+# width they save for backward: "gelu_new" is a Python tanh formula that saves four.
+ACTIVATIONS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish"}
+
+
+class ConfigError(ValueError):
+    """A config dict that does not describe a supported model."""
+
+
+@dataclass(frozen=True)
+class WeightGroup:
+    """`count` parameter tensors of one `shape` (e.g. 24 query weights of 1024 x 1024)."""
+
+    name: str
+    shape: tuple[int, ...]
+    count: int = 1
+    matmul: bool = False  # a weight applied by a matmul/conv (cast to half under autocast)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) * self.count
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A stack of identical transformer layers (an encoder, a decoder, a ViT)."""
+
+    role: str  # "encoder" | "decoder" (decoder of an encoder-decoder reads `target_seq`)
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    activation: str  # a key of ACTIVATIONS
+    gated: bool  # SwiGLU/GeGLU MLP: gate, up and down matrices
+    norm: str  # "layernorm" | "rmsnorm" (HF RMSNorm: upcasts to fp32, saves x and x*rsqrt)
+    prenorm: bool  # pre-LN (GPT, LLaMA, T5, ViT) vs post-LN (BERT family)
+    causal: bool
+    fused_qkv: bool = False  # one projection makes q, k and v (GPT-2 c_attn, NeoX)
+    parallel_residual: bool = False  # GPT-NeoX: attention and MLP read the same input
+    cross_attention: bool = False  # decoder layers of an encoder-decoder
+    attn_dropout: float = 0.0
+    hidden_dropout: float = 0.0  # dropout on each sub-block's output
+    attn_out_dropout: bool = True  # whether the attention sub-block's output has dropout
+    mlp_out_dropout: bool = True  # whether the MLP sub-block's output has dropout
+    act_dropout: float = 0.0  # dropout between the MLP activation and its down projection
+    relative: str = "none"  # "none" | "t5" (bias table) | "deberta" (disentangled c2p/p2c)
+    rel_span: int = 0  # DeBERTa: 2 * attention span rows of relative embeddings
+    softmax_fp32: bool = False  # LLaMA family: softmax in fp32 then cast back
+    final_norm: bool = False  # a norm after the last layer (pre-LN stacks)
+    lora_targets: tuple[tuple[int, int], ...] = ()  # (in, out) of adapted linears per layer
+
+    @property
+    def q_width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * self.head_dim
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """Token embeddings and what happens before the first layer."""
+
+    vocab: int
+    width: int  # embedding width (ALBERT/ELECTRA: smaller than hidden, then projected)
+    int_inputs: int = 1  # int64 index tensors per token that embedding lookups save
+    norm: bool = False  # LayerNorm on the embeddings (BERT family)
+    dropout: float = 0.0
+    projected: bool = False  # a linear from `width` to the hidden size
+
+
+@dataclass(frozen=True)
+class Head:
+    kind: str  # one of HEADS
+    vocab: int = 0  # LM heads
+    transform: int = 0  # width of an MLM transform (dense + act + norm) before the decoder
+    transform_act: str = "gelu"
+    labels: int = 0  # classification heads
+    pooled: bool = False  # reads one (CLS) position
+
+
+@dataclass(frozen=True)
+class ResNetStage:
+    depth: int
+    in_channels: int
+    out_channels: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class ResNet:
+    channels: int
+    embedding_size: int
+    layer_type: str  # "bottleneck" | "basic"
+    stages: tuple[ResNetStage, ...]
+    labels: int
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    family: str  # model_type
+    kind: str  # "encoder" | "decoder" | "encoder-decoder" | "vit" | "cnn"
+    weights: tuple[WeightGroup, ...]
+    stacks: tuple[Stack, ...] = ()
+    embedding: Embedding | None = None
+    head: Head = field(default_factory=lambda: Head("none"))
+    max_positions: int | None = None
+    absolute_positions: bool = False
+    image_size: int = 0  # default input resolution (ViT, ResNet)
+    patch_size: int = 0
+    channels: int = 3
+    resnet: ResNet | None = None
+    synthetic: bool = False  # made up from a parameter count (--params-m)
+    sdpa: bool = True  # the transformers implementation has an SDPA path
+    notes: tuple[str, ...] = ()
+
+    @cached_property
+    def parameters(self) -> int:
+        return sum(w.numel for w in self.weights)
+
+    @cached_property
+    def matmul_parameters(self) -> int:
+        return sum(w.numel for w in self.weights if w.matmul)
+
+    def lora_parameters(self, rank: int) -> int:
+        return sum(rank * (i + o) * s.layers for s in self.stacks for i, o in s.lora_targets)
+
+    def vision_tokens(self, image_size: int) -> int:
+        """ViT sequence length: patches plus the CLS token."""
+        return (image_size // self.patch_size) ** 2 + 1
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def linear(name: str, fan_in: int, fan_out: int, count: int = 1, bias: bool = True):
+    groups = [WeightGroup(f"{name}.weight", (fan_out, fan_in), count, matmul=True)]
+    if bias:
+        groups.append(WeightGroup(f"{name}.bias", (fan_out,), count))
+    return groups
+
+
+def norm(name: str, width: int, count: int = 1, bias: bool = True):
+    groups = [WeightGroup(f"{name}.weight", (width,), count)]
+    if bias:
+        groups.append(WeightGroup(f"{name}.bias", (width,), count))
+    return groups
+
+
+def _get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        if key in cfg and cfg[key] is not None:
+            return cfg[key]
+    if default is not None:
+        return default
+    raise ConfigError(f"missing {' / '.join(keys)}")
+
+
+def _int(cfg: dict[str, Any], *keys: str, default: int | None = None) -> int:
+    value = _get(cfg, *keys, default=default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ConfigError(f"{keys[0]} must be an integer, got {value!r}")
+    if int(value) < 0:
+        raise ConfigError(f"{keys[0]} must not be negative, got {value!r}")
+    return int(value)
+
+
+def _float(cfg: dict[str, Any], *keys: str, default: float = 0.0) -> float:
+    for key in keys:
+        value = cfg.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{key} must be a number, got {value!r}")
+            return float(value)
+    return default
+
+
+def _positive(name: str, value: int) -> int:
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+def head_kind(cfg: dict[str, Any], family: str) -> tuple[str, list[str]]:
+    """The task head named by `architectures`, or the family's pre-training head."""
+    names = cfg.get("architectures") or []
+    if isinstance(names, str):
+        names = [names]
+    for arch in names:
+        for suffix, kind in _HEAD_SUFFIXES:
+            if isinstance(arch, str) and arch.endswith(suffix):
+                return kind, []
+    if names:
+        kind = DEFAULT_HEAD[family]
+        return kind, [f"unknown head {names[0]!r}: sizing the {kind} head instead"]
+    return DEFAULT_HEAD[family], []
+
+
+def num_labels(cfg: dict[str, Any], default: int = 2) -> int:
+    if isinstance(cfg.get("id2label"), dict) and cfg["id2label"]:
+        return len(cfg["id2label"])
+    return _int(cfg, "num_labels", default=default)
+
+
+def _activation(cfg: dict[str, Any], *keys: str, default: str) -> str:
+    value = default
+    for key in keys:
+        if isinstance(cfg.get(key), str):
+            value = cfg[key]
+            break
+    value = {"swish": "silu", "gelu_fast": "gelu_new", "quick_gelu": "gelu_new"}.get(value, value)
+    if value not in ACTIVATIONS:
+        raise ConfigError(f"unsupported activation {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------------ BERT family
+
+
+def _bert_family(cfg: dict[str, Any], family: str, name: str) -> Architecture:
+    kind, notes = head_kind(cfg, family)
+    if family == "distilbert":
+        h = _int(cfg, "dim", "hidden_size")
+        layers = _int(cfg, "n_layers", "num_hidden_layers")
+        heads = _int(cfg, "n_heads", "num_attention_heads")
+        inter = _int(cfg, "hidden_dim", "intermediate_size")
+        act = _activation(cfg, "activation", default="gelu")
+        hidden_dropout = _float(cfg, "dropout", default=0.1)
+        attn_dropout = _float(cfg, "attention_dropout", default=0.1)
+        types = 0
+    else:
+        h = _int(cfg, "hidden_size")
+        layers = _int(cfg, "num_hidden_layers")
+        heads = _int(cfg, "num_attention_heads")
+        inter = _int(cfg, "intermediate_size")
+        act = _activation(cfg, "hidden_act", default="gelu")
+        hidden_dropout = _float(cfg, "hidden_dropout_prob", default=0.1)
+        attn_dropout = _float(cfg, "attention_probs_dropout_prob", default=0.1)
+        types = _int(cfg, "type_vocab_size", default=2)
+    for label, value in (("hidden size", h), ("layers", layers), ("heads", heads)):
+        _positive(label, value)
+    if h % heads:
+        raise ConfigError(f"hidden size {h} is not divisible by {heads} heads")
+    vocab = _positive("vocab_size", _int(cfg, "vocab_size"))
+    positions = _int(cfg, "max_position_embeddings", default=512)
+    emb_width = h
+    if family in ("albert", "electra"):
+        emb_width = _int(cfg, "embedding_size", default=h)
+    tied = bool(cfg.get("tie_word_embeddings", True))
+
+    weights: list[WeightGroup] = [WeightGroup("embeddings.word", (vocab, emb_width))]
+    relative, rel_span = "none", 0
+    absolute = True
+    if family == "deberta-v2":
+        if cfg.get("position_biased_input", True):
+            weights.append(WeightGroup("embeddings.position", (positions, emb_width)))
+        else:
+            absolute = False
+        if types:
+            weights.append(WeightGroup("embeddings.token_type", (types, emb_width)))
+        if cfg.get("relative_attention", False):
+            relative = "deberta"
+            buckets = _int(cfg, "position_buckets", default=-1)
+            span = _get(cfg, "max_relative_positions", default=-1)
+            span = positions if not isinstance(span, int) or span < 1 else span
+            rel_span = 2 * (buckets if buckets > 0 else span)
+            weights.append(WeightGroup("encoder.rel_embeddings", (rel_span, h)))
+            if "layer_norm" in str(cfg.get("norm_rel_ebd", "none")):
+                weights += norm("encoder.LayerNorm", h)
+            pos_types = str(cfg.get("pos_att_type", "")).lower()
+            if not cfg.get("share_att_key", False):
+                # Separate projections of the relative embeddings for c2p and p2c.
+                if "c2p" in pos_types:
+                    weights += linear("pos_key_proj", h, h, layers)
+                if "p2c" in pos_types:
+                    weights += linear("pos_query_proj", h, h, layers)
+        if _int(cfg, "conv_kernel_size", default=0):
+            raise ConfigError("deberta-v2 with conv_kernel_size is not supported")
+    else:
+        weights.append(WeightGroup("embeddings.position", (positions, emb_width)))
+        if types:
+            weights.append(WeightGroup("embeddings.token_type", (types, emb_width)))
+    weights += norm("embeddings.LayerNorm", emb_width)
+    projected = emb_width != h
+    if projected:
+        weights += linear("embeddings.project", emb_width, h)
+
+    # One transformer layer (ALBERT shares one group of layers across the depth).
+    groups = 1
+    if family == "albert":
+        groups = _int(cfg, "num_hidden_groups", default=1) * _int(cfg, "inner_group_num", default=1)
+    param_layers = groups if family == "albert" else layers
+    weights += linear("attention.qkvo", h, h, 4 * param_layers)
+    weights += norm("attention.LayerNorm", h, param_layers)
+    weights += linear("intermediate", h, inter, param_layers)
+    weights += linear("output", inter, h, param_layers)
+    weights += norm("output.LayerNorm", h, param_layers)
+
+    stack = Stack(
+        role="encoder",
+        layers=layers,
+        hidden=h,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=h // heads,
+        intermediate=inter,
+        activation=act,
+        gated=False,
+        norm="layernorm",
+        prenorm=False,
+        causal=False,
+        attn_dropout=attn_dropout,
+        hidden_dropout=hidden_dropout,
+        attn_out_dropout=family != "distilbert",
+        mlp_out_dropout=family != "albert",
+        relative=relative,
+        rel_span=rel_span,
+        lora_targets=((h, h), (h, h)),  # query and value
+    )
+
+    labels = num_labels(cfg)
+    transform_act = act
+    # ALBERT's and the ELECTRA generator's MLM heads project down to the embedding width.
+    transform = emb_width if family == "albert" or kind == "masked-lm" else h
+    head = Head(kind)
+    if kind in ("masked-lm", "pretraining") and not (family == "electra" and kind == "pretraining"):
+        # dense (h -> transform) + act + LayerNorm, then the (tied) decoder with a bias.
+        weights += linear("lm.transform", h, transform)
+        weights += norm("lm.LayerNorm", transform)
+        weights.append(WeightGroup("lm.decoder.bias", (vocab,)))
+        if not tied:
+            weights.append(WeightGroup("lm.decoder.weight", (vocab, transform), matmul=True))
+        head = Head("masked-lm", vocab=vocab, transform=transform, transform_act=transform_act)
+        if kind == "pretraining":  # BERT next-sentence prediction on the pooled CLS token
+            weights += linear("pooler", h, h)
+            weights += linear("nsp", h, 2)
+            head = Head("pretraining", vocab=vocab, transform=transform, transform_act=act)
+    elif kind == "pretraining":  # ELECTRA discriminator: dense + act + one logit per token
+        weights += linear("discriminator.dense", h, h)
+        weights += linear("discriminator.prediction", h, 1)
+        head = Head("pretraining", transform=h, transform_act=act, labels=1)
+    elif kind == "sequence-classification":
+        weights += linear("pooler", h, h)  # BERT pooler / RoBERTa dense / DistilBERT pre_classifier
+        weights += linear("classifier", h, labels)
+        head = Head(kind, labels=labels, pooled=True)
+    elif kind in ("token-classification", "question-answering"):
+        n = 2 if kind == "question-answering" else labels
+        weights += linear("classifier", h, n)
+        head = Head(kind, labels=n)
+    elif kind == "none":
+        if family in ("bert", "roberta", "albert"):
+            weights += linear("pooler", h, h)
+        head = Head("none")
+    else:
+        raise ConfigError(f"{family} has no {kind} head")
+
+    int_inputs = 1 + (1 if types else 0)
+    return Architecture(
+        name=name,
+        family=family,
+        kind="encoder",
+        weights=tuple(weights),
+        stacks=(stack,),
+        embedding=Embedding(
+            vocab=vocab,
+            width=emb_width,
+            int_inputs=int_inputs,
+            norm=True,
+            dropout=hidden_dropout,
+            projected=projected,
+        ),
+        head=head,
+        max_positions=positions - 2 if family == "roberta" else positions,
+        absolute_positions=absolute,
+        sdpa=family in SDPA_FAMILIES,
+        notes=tuple(notes),
+    )
+
+
+# ------------------------------------------------------------------------ decoders
+
+
+def _decoder(cfg: dict[str, Any], family: str, name: str) -> Architecture:
+    kind, notes = head_kind(cfg, family)
+    if kind not in ("causal-lm", "sequence-classification", "none"):
+        notes.append(f"{family}: {kind} head not modelled, sizing the causal-lm head")
+        kind = "causal-lm"
+    weights: list[WeightGroup] = []
+    tied = bool(cfg.get("tie_word_embeddings", family in ("gpt2", "opt")))
+    if family == "gpt2":
+        h = _int(cfg, "n_embd", "hidden_size")
+        layers = _int(cfg, "n_layer", "num_hidden_layers")
+        heads = _int(cfg, "n_head", "num_attention_heads")
+        inter = _int(cfg, "n_inner", default=4 * h) if cfg.get("n_inner") else 4 * h
+        positions = _int(cfg, "n_positions", "max_position_embeddings", default=1024)
+        vocab = _int(cfg, "vocab_size")
+        kv, head_dim = heads, h // max(heads, 1)
+        act = _activation(cfg, "activation_function", default="gelu_new")
+        weights.append(WeightGroup("wte", (vocab, h)))
+        weights.append(WeightGroup("wpe", (positions, h)))
+        weights += norm("ln_1", h, layers)
+        weights += linear("c_attn", h, 3 * h, layers)
+        weights += linear("attn.c_proj", h, h, layers)
+        weights += norm("ln_2", h, layers)
+        weights += linear("c_fc", h, inter, layers)
+        weights += linear("mlp.c_proj", inter, h, layers)
+        weights += norm("ln_f", h)
+        stack_kw: dict[str, Any] = dict(
+            norm="layernorm",
+            gated=False,
+            fused_qkv=True,
+            attn_dropout=_float(cfg, "attn_pdrop", default=0.1),
+            hidden_dropout=_float(cfg, "resid_pdrop", default=0.1),
+            lora_targets=((h, 3 * h),),  # PEFT's default for GPT-2: the fused c_attn
+        )
+        emb = Embedding(vocab, h, int_inputs=1, dropout=_float(cfg, "embd_pdrop", default=0.1))
+        absolute = True
+    elif family == "opt":
+        h = _int(cfg, "hidden_size")
+        layers = _int(cfg, "num_hidden_layers")
+        heads = _int(cfg, "num_attention_heads")
+        inter = _int(cfg, "ffn_dim")
+        positions = _int(cfg, "max_position_embeddings", default=2048)
+        vocab = _int(cfg, "vocab_size")
+        kv, head_dim = heads, h // max(heads, 1)
+        act = _activation(cfg, "activation_function", default="relu")
+        proj = _int(cfg, "word_embed_proj_dim", default=h)
+        weights.append(WeightGroup("embed_tokens", (vocab, proj)))
+        weights.append(WeightGroup("embed_positions", (positions + 2, h)))  # offset of 2
+        if proj != h:
+            weights += linear("project_in", proj, h, bias=False)
+            weights += linear("project_out", h, proj, bias=False)
+        weights += norm("self_attn_layer_norm", h, layers)
+        weights += linear("qkvo", h, h, 4 * layers, bias=cfg.get("enable_bias", True))
+        weights += norm("final_layer_norm", h, layers)
+        weights += linear("fc1", h, inter, layers, bias=cfg.get("enable_bias", True))
+        weights += linear("fc2", inter, h, layers, bias=cfg.get("enable_bias", True))
+        if cfg.get("do_layer_norm_before", True) and not cfg.get("_remove_final_layer_norm"):
+            weights += norm("decoder.final_layer_norm", h)
+        stack_kw = dict(
+            norm="layernorm",
+            gated=False,
+            attn_dropout=_float(cfg, "attention_dropout"),
+            hidden_dropout=_float(cfg, "dropout", default=0.1),
+            act_dropout=_float(cfg, "activation_dropout"),
+            lora_targets=((h, h), (h, h)),
+        )
+        if not cfg.get("do_layer_norm_before", True):
+            raise ConfigError("opt with do_layer_norm_before=false (opt-350m) is not supported")
+        emb = Embedding(vocab, proj, int_inputs=2, projected=proj != h)
+        absolute = True
+    elif family == "gpt_neox":
+        h = _int(cfg, "hidden_size")
+        layers = _int(cfg, "num_hidden_layers")
+        heads = _int(cfg, "num_attention_heads")
+        inter = _int(cfg, "intermediate_size")
+        positions = _int(cfg, "max_position_embeddings", default=2048)
+        vocab = _int(cfg, "vocab_size")
+        kv, head_dim = heads, h // max(heads, 1)
+        act = _activation(cfg, "hidden_act", default="gelu")
+        bias = cfg.get("attention_bias", True)
+        weights.append(WeightGroup("embed_in", (vocab, h)))
+        weights += norm("input_layernorm", h, layers)
+        weights += norm("post_attention_layernorm", h, layers)
+        weights += linear("query_key_value", h, 3 * h, layers, bias=bias)
+        weights += linear("attention.dense", h, h, layers, bias=bias)
+        weights += linear("dense_h_to_4h", h, inter, layers)
+        weights += linear("dense_4h_to_h", inter, h, layers)
+        weights += norm("final_layer_norm", h)
+        stack_kw = dict(
+            norm="layernorm",
+            gated=False,
+            fused_qkv=True,
+            parallel_residual=bool(cfg.get("use_parallel_residual", True)),
+            attn_dropout=_float(cfg, "attention_dropout"),
+            hidden_dropout=_float(cfg, "hidden_dropout"),
+            lora_targets=((h, 3 * h),),  # PEFT's default: the fused query_key_value
+        )
+        emb = Embedding(vocab, h, int_inputs=1)
+        absolute = False
+    else:  # llama, mistral, qwen2
+        h = _int(cfg, "hidden_size")
+        layers = _int(cfg, "num_hidden_layers")
+        heads = _int(cfg, "num_attention_heads")
+        kv = _int(cfg, "num_key_value_heads", default=heads)
+        inter = _int(cfg, "intermediate_size")
+        positions = _int(cfg, "max_position_embeddings", default=2048)
+        vocab = _int(cfg, "vocab_size")
+        head_dim = _int(cfg, "head_dim", default=h // max(heads, 1))
+        act = _activation(cfg, "hidden_act", default="silu")
+        qkv_bias = family == "qwen2" or bool(cfg.get("attention_bias", False))
+        mlp_bias = bool(cfg.get("mlp_bias", False))
+        if kv <= 0 or heads % kv:
+            raise ConfigError(f"{heads} attention heads are not a multiple of {kv} kv heads")
+        weights.append(WeightGroup("embed_tokens", (vocab, h)))
+        weights += linear("q_proj", h, heads * head_dim, layers, bias=qkv_bias)
+        weights += linear("k_proj", h, kv * head_dim, layers, bias=qkv_bias)
+        weights += linear("v_proj", h, kv * head_dim, layers, bias=qkv_bias)
+        weights += linear(
+            "o_proj", heads * head_dim, h, layers, bias=bool(cfg.get("attention_bias"))
+        )
+        weights += linear("gate_up_proj", h, inter, 2 * layers, bias=mlp_bias)
+        weights += linear("down_proj", inter, h, layers, bias=mlp_bias)
+        weights += norm("layernorms", h, 2 * layers, bias=False)
+        weights += norm("norm", h, bias=False)
+        stack_kw = dict(
+            norm="rmsnorm",
+            gated=True,
+            attn_dropout=_float(cfg, "attention_dropout"),
+            softmax_fp32=True,
+            lora_targets=((h, heads * head_dim), (h, kv * head_dim)),
+        )
+        emb = Embedding(vocab, h, int_inputs=1)
+        absolute = False
+    for label, value in (("hidden size", h), ("layers", layers), ("heads", heads)):
+        _positive(label, value)
+    _positive("vocab_size", vocab)
+    if family != "llama" and family not in ("mistral", "qwen2") and h % heads:
+        raise ConfigError(f"hidden size {h} is not divisible by {heads} heads")
+
+    labels = num_labels(cfg)
+    if kind == "causal-lm":
+        if not tied:
+            weights.append(WeightGroup("lm_head", (vocab, emb.width), matmul=True))
+        head = Head("causal-lm", vocab=vocab)
+    elif kind == "sequence-classification":
+        weights.append(WeightGroup("score", (labels, h), matmul=True))
+        head = Head(kind, labels=labels, pooled=True)
+    else:
+        head = Head("none")
+    stack = Stack(
+        role="decoder",
+        layers=layers,
+        hidden=h,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        intermediate=inter,
+        activation=act,
+        prenorm=True,
+        causal=True,
+        final_norm=True,
+        **stack_kw,
+    )
+    return Architecture(
+        name=name,
+        family=family,
+        kind="decoder",
+        weights=tuple(weights),
+        stacks=(stack,),
+        embedding=emb,
+        head=head,
+        max_positions=positions,
+        absolute_positions=absolute,
+        sdpa=family in SDPA_FAMILIES,
+        notes=tuple(notes),
+    )
+
+
+# ------------------------------------------------------------------------------ T5
+
+
+def _t5(cfg: dict[str, Any], name: str) -> Architecture:
+    kind, notes = head_kind(cfg, "t5")
+    d = _positive("d_model", _int(cfg, "d_model"))
+    d_kv = _positive("d_kv", _int(cfg, "d_kv", default=64))
+    heads = _positive("num_heads", _int(cfg, "num_heads"))
+    d_ff = _positive("d_ff", _int(cfg, "d_ff"))
+    enc_layers = _positive("num_layers", _int(cfg, "num_layers"))
+    dec_layers = _int(cfg, "num_decoder_layers", default=enc_layers)
+    vocab = _positive("vocab_size", _int(cfg, "vocab_size"))
+    buckets = _int(cfg, "relative_attention_num_buckets", default=32)
+    ff_proj = str(cfg.get("feed_forward_proj", "relu"))
+    gated = ff_proj.startswith("gated-")
+    act = _activation({"a": ff_proj.removeprefix("gated-")}, "a", default="relu")
+    dropout = _float(cfg, "dropout_rate", default=0.1)
+    tied = bool(cfg.get("tie_word_embeddings", True))
+    inner = heads * d_kv
+    mlp_mats = 2 if gated else 1
+
+    weights: list[WeightGroup] = [WeightGroup("shared", (vocab, d))]
+    weights += linear("encoder.SelfAttention.qkv", d, inner, 3 * enc_layers, bias=False)
+    weights += linear("encoder.SelfAttention.o", inner, d, enc_layers, bias=False)
+    weights.append(WeightGroup("encoder.relative_attention_bias", (buckets, heads)))
+    weights += linear("encoder.wi", d, d_ff, mlp_mats * enc_layers, bias=False)
+    weights += linear("encoder.wo", d_ff, d, enc_layers, bias=False)
+    weights += norm("encoder.layer_norm", d, 2 * enc_layers + 1, bias=False)
+    if kind == "seq2seq-lm" or kind == "none":
+        weights += linear("decoder.SelfAttention.qkv", d, inner, 3 * dec_layers, bias=False)
+        weights += linear("decoder.SelfAttention.o", inner, d, dec_layers, bias=False)
+        weights.append(WeightGroup("decoder.relative_attention_bias", (buckets, heads)))
+        weights += linear("decoder.EncDecAttention.qkv", d, inner, 3 * dec_layers, bias=False)
+        weights += linear("decoder.EncDecAttention.o", inner, d, dec_layers, bias=False)
+        weights += linear("decoder.wi", d, d_ff, mlp_mats * dec_layers, bias=False)
+        weights += linear("decoder.wo", d_ff, d, dec_layers, bias=False)
+        weights += norm("decoder.layer_norm", d, 3 * dec_layers + 1, bias=False)
+    else:
+        raise ConfigError(f"t5: {kind} head is not supported (use T5ForConditionalGeneration)")
+    if kind == "seq2seq-lm" and not tied:
+        weights.append(WeightGroup("lm_head", (vocab, d), matmul=True))
+    common: dict[str, Any] = dict(
+        hidden=d,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=d_kv,
+        intermediate=d_ff,
+        activation=act,
+        gated=gated,
+        norm="rmsnorm",
+        prenorm=True,
+        attn_dropout=dropout,
+        hidden_dropout=dropout,
+        act_dropout=dropout,
+        relative="t5",
+        final_norm=True,
+    )
+    encoder = Stack(
+        role="encoder",
+        layers=enc_layers,
+        causal=False,
+        lora_targets=((d, inner), (d, inner)),
+        **common,
+    )
+    decoder = Stack(
+        role="decoder",
+        layers=dec_layers,
+        causal=True,
+        cross_attention=True,
+        lora_targets=((d, inner),) * 4,  # q and v of self- and cross-attention
+        **common,
+    )
+    return Architecture(
+        name=name,
+        family="t5",
+        kind="encoder-decoder",
+        weights=tuple(weights),
+        stacks=(encoder, decoder),
+        embedding=Embedding(vocab, d, int_inputs=1, dropout=dropout),
+        head=Head("seq2seq-lm" if kind == "seq2seq-lm" else "none", vocab=vocab),
+        max_positions=_int(cfg, "n_positions", default=512),
+        absolute_positions=False,
+        sdpa=False,
+        notes=tuple(notes),
+    )
+
+
+# ----------------------------------------------------------------------------- ViT
+
+
+def _vit(cfg: dict[str, Any], name: str) -> Architecture:
+    kind, notes = head_kind(cfg, "vit")
+    h = _positive("hidden_size", _int(cfg, "hidden_size"))
+    layers = _positive("num_hidden_layers", _int(cfg, "num_hidden_layers"))
+    heads = _positive("num_attention_heads", _int(cfg, "num_attention_heads"))
+    inter = _positive("intermediate_size", _int(cfg, "intermediate_size"))
+    image = _positive("image_size", _int(cfg, "image_size", default=224))
+    patch = _positive("patch_size", _int(cfg, "patch_size", default=16))
+    channels = _positive("num_channels", _int(cfg, "num_channels", default=3))
+    if h % heads:
+        raise ConfigError(f"hidden size {h} is not divisible by {heads} heads")
+    bias = bool(cfg.get("qkv_bias", True))
+    tokens = (image // patch) ** 2 + 1
+    weights: list[WeightGroup] = []
+    weights += linear("patch_embeddings", channels * patch * patch, h)
+    weights.append(WeightGroup("cls_token", (h,)))
+    weights.append(WeightGroup("position_embeddings", (tokens, h)))
+    weights += norm("layernorm_before_after", h, 2 * layers)
+    weights += linear("qkv", h, h, 3 * layers, bias=bias)
+    weights += linear("attention.output", h, h, layers)
+    weights += linear("intermediate", h, inter, layers)
+    weights += linear("output", inter, h, layers)
+    weights += norm("layernorm", h)
+    labels = num_labels(cfg)
+    if kind == "image-classification":
+        weights += linear("classifier", h, labels)
+        head = Head(kind, labels=labels, pooled=True)
+    else:
+        weights += linear("pooler", h, h)
+        head = Head("none")
+    stack = Stack(
+        role="encoder",
+        layers=layers,
+        hidden=h,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=h // heads,
+        intermediate=inter,
+        activation=_activation(cfg, "hidden_act", default="gelu"),
+        gated=False,
+        norm="layernorm",
+        prenorm=True,
+        causal=False,
+        attn_dropout=_float(cfg, "attention_probs_dropout_prob"),
+        hidden_dropout=_float(cfg, "hidden_dropout_prob"),
+        final_norm=True,
+        lora_targets=((h, h), (h, h)),
+    )
+    return Architecture(
+        name=name,
+        family="vit",
+        kind="vit",
+        weights=tuple(weights),
+        stacks=(stack,),
+        embedding=None,
+        head=head,
+        image_size=image,
+        patch_size=patch,
+        channels=channels,
+        sdpa=True,
+        notes=tuple(notes),
+    )
+
+
+# -------------------------------------------------------------------------- ResNet
+
+
+def _resnet(cfg: dict[str, Any], name: str) -> Architecture:
+    _, notes = head_kind(cfg, "resnet")
+    channels = _positive("num_channels", _int(cfg, "num_channels", default=3))
+    stem = _positive("embedding_size", _int(cfg, "embedding_size", default=64))
+    sizes = cfg.get("hidden_sizes") or [256, 512, 1024, 2048]
+    depths = cfg.get("depths") or [3, 4, 6, 3]
+    if not all(isinstance(x, int) and x > 0 for x in [*sizes, *depths]):
+        raise ConfigError("hidden_sizes and depths must be lists of positive integers")
+    if len(sizes) != len(depths):
+        raise ConfigError("hidden_sizes and depths differ in length")
+    layer_type = str(cfg.get("layer_type", "bottleneck"))
+    if layer_type not in ("bottleneck", "basic"):
+        raise ConfigError(f"unsupported layer_type {layer_type!r}")
+    first_stride = 2 if cfg.get("downsample_in_first_stage", False) else 1
+    stages = []
+    in_ch = stem
+    for i, (out_ch, depth) in enumerate(zip(sizes, depths, strict=True)):
+        stages.append(ResNetStage(depth, in_ch, out_ch, first_stride if i == 0 else 2))
+        in_ch = out_ch
+    labels = num_labels(cfg)
+
+    def conv(cin: int, cout: int, k: int) -> list[WeightGroup]:
+        return [
+            WeightGroup(f"conv{k}x{k}", (cout, cin, k, k), matmul=True),
+            WeightGroup("bn", (cout,), 2),
+        ]
+
+    weights: list[WeightGroup] = conv(channels, stem, 7)
+    for stage in stages:
+        for j in range(stage.depth):
+            cin = stage.in_channels if j == 0 else stage.out_channels
+            stride = stage.stride if j == 0 else 1
+            cout = stage.out_channels
+            if cin != cout or stride != 1:
+                weights += conv(cin, cout, 1)  # shortcut
+            if layer_type == "bottleneck":
+                r = cout // 4
+                weights += conv(cin, r, 1) + conv(r, r, 3) + conv(r, cout, 1)
+            else:
+                weights += conv(cin, cout, 3) + conv(cout, cout, 3)
+    weights += linear("classifier", sizes[-1], labels)
+    return Architecture(
+        name=name,
+        family="resnet",
+        kind="cnn",
+        weights=tuple(weights),
+        head=Head("image-classification", labels=labels, pooled=True),
+        image_size=224,
+        channels=channels,
+        resnet=ResNet(channels, stem, layer_type, tuple(stages), labels),
+        sdpa=False,
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------------- entry
+
+
+def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
+    """Build an Architecture from a Hugging Face config dict; ConfigError when unsupported."""
+    if not isinstance(config, dict):
+        raise ConfigError("config is not a JSON object")
+    family = config.get("model_type")
+    if not isinstance(family, str) or not family:
+        raise ConfigError("config has no model_type")
+    family = {"deberta_v2": "deberta-v2", "gpt-neox": "gpt_neox"}.get(family, family)
+    name = name or str(config.get("_name_or_path") or family)
+    if family in ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2"):
+        return _bert_family(config, family, name)
+    if family in ("gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2"):
+        return _decoder(config, family, name)
+    if family == "t5":
+        return _t5(config, name)
+    if family == "vit":
+        return _vit(config, name)
+    if family == "resnet":
+        return _resnet(config, name)
+    raise ConfigError(f"unsupported model_type {family!r} (supported: {', '.join(FAMILIES)})")
+
+
+# ---------------------------------------------------------- plain GPT from a count
+
+FALLBACK_VOCAB = 50257
+FALLBACK_POSITIONS = 2048
+# (parameters, layers) of the GPT-3 family (Brown et al. 2020, table 2.1): depth by size.
+_GPT3_DEPTHS = (
+    (125e6, 12),
+    (350e6, 24),
+    (760e6, 24),
+    (1.3e9, 24),
+    (2.7e9, 32),
+    (6.7e9, 32),
+    (13e9, 40),
+    (175e9, 96),
+)
+
+
+def _depth_for(parameters: float) -> int:
+    if parameters <= _GPT3_DEPTHS[0][0]:
+        return max(2, round(12 * (parameters / 125e6) ** 0.35))
+    for (n0, l0), (n1, l1) in zip(_GPT3_DEPTHS, _GPT3_DEPTHS[1:], strict=False):
+        if parameters <= n1:
+            frac = math.log(parameters / n0) / math.log(n1 / n0)
+            return round(l0 + frac * (l1 - l0))
+    return 96 + round(16 * math.log2(parameters / 175e9))
+
+
+def gpt_from_parameters(parameters: float, name: str = "") -> Architecture:
+    """A GPT-2-style decoder (tied embeddings, GELU MLP of 4x) with about `parameters`."""
+    layers = max(1, _depth_for(parameters))
+    # 12 L h^2 + 13 L h + (V + P + 2) h = N  ->  h from the quadratic, rounded to 64.
+    a, b = 12 * layers, 13 * layers + FALLBACK_VOCAB + FALLBACK_POSITIONS + 2
+    hidden = (-b + math.sqrt(b * b + 4 * a * parameters)) / (2 * a)
+    head_dim = 64 if hidden <= 2048 else 128  # heads of 64 for small models, 128 for large
+    hidden = max(head_dim, int(round(hidden / head_dim)) * head_dim)
+    heads = hidden // head_dim
+    config = {
+        "model_type": "gpt2",
+        "n_embd": hidden,
+        "n_layer": layers,
+        "n_head": heads,
+        "n_positions": FALLBACK_POSITIONS,
+        "vocab_size": FALLBACK_VOCAB,
+        "activation_function": "gelu",
+        "attn_pdrop": 0.0,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+    }
+    arch = _decoder(config, "gpt2", name or f"gpt-{parameters / 1e6:g}M")
+    return replace(arch, synthetic=True, absolute_positions=False, notes=())

@@ -1,0 +1,120 @@
+"""Training FLOPs for one sample: forward plus backward, from the architecture's shapes.
+
+Conventions (a multiply-add is 2 FLOPs):
+- Backward costs twice the forward: a gradient for the input and one for the weight of every
+  matmul; attention's score and context matmuls have no weights but two input gradients.
+  So a step is 3x the forward, i.e. ~6 N FLOPs per token for N matmul weights.
+- Attention scores and context: 2 matmuls x 2 x s_q x s_kv x (heads x head_dim) per layer
+  forward. Causal self-attention is halved with SDPA (flash kernels skip fully masked
+  blocks); eager attention computes the whole square and masks it, so it is not halved.
+- LoRA: frozen weights get no weight gradient, so their backward costs one forward (~4 N per
+  token instead of 6 N); attention and the adapters themselves cost the full 3x.
+- Gradient checkpointing recomputes every layer's forward once during backward.
+- Embedding lookups, norms and element-wise ops are not counted (memory-bound, small).
+"""
+
+from __future__ import annotations
+
+from orchestrator.sizing.architectures import Architecture, ResNet, Stack
+from orchestrator.sizing.job import JobSpec
+
+
+def _conv(cin: int, cout: int, k: int, out: int) -> float:
+    return 2.0 * cin * cout * k * k * out * out
+
+
+def resnet_forward_flops(net: ResNet, image: int) -> float:
+    """Forward FLOPs of one image through the convolutions and the classifier."""
+    res = -(-image // 2)
+    total = _conv(net.channels, net.embedding_size, 7, res)
+    res = -(-res // 2)  # max-pool
+    for stage in net.stages:
+        for j in range(stage.depth):
+            cin = stage.in_channels if j == 0 else stage.out_channels
+            stride = stage.stride if j == 0 else 1
+            cout = stage.out_channels
+            out = -(-res // stride)
+            if net.layer_type == "bottleneck":
+                r = cout // 4
+                total += _conv(cin, r, 1, res) + _conv(r, r, 3, out) + _conv(r, cout, 1, out)
+            else:
+                total += _conv(cin, cout, 3, out) + _conv(cout, cout, 3, out)
+            if cin != cout or stride != 1:
+                total += _conv(cin, cout, 1, out)
+            res = out
+    return total + 2.0 * net.stages[-1].out_channels * net.labels
+
+
+def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]:
+    """(weight matmul FLOPs, attention score/context FLOPs) of one layer, forward."""
+    h, q, kv = st.hidden, st.q_width, st.kv_width
+    mlp = (3 if st.gated else 2) * h * st.intermediate
+    weights = 2.0 * s * (h * q + 2 * h * kv + q * h + mlp)
+    causal_factor = 0.5 if (st.causal and sdpa) else 1.0
+    attention = 4.0 * s * s * q * causal_factor
+    if st.cross_attention:
+        weights += 2.0 * s * (h * q + q * h) + 2.0 * src * (2 * h * kv)
+        attention += 4.0 * s * src * q
+    if st.relative == "deberta":
+        attention += 2 * 4.0 * s * st.rel_span * q  # c2p and p2c score matmuls
+    return weights, attention
+
+
+def _head_flops(arch: Architecture, tokens: int, hidden: int) -> float:
+    head = arch.head
+    if head.kind in ("causal-lm", "seq2seq-lm"):
+        return 2.0 * tokens * hidden * head.vocab
+    if head.kind in ("masked-lm",) or (head.kind == "pretraining" and head.vocab):
+        return 2.0 * tokens * (hidden * head.transform + head.transform * head.vocab)
+    if head.kind == "pretraining":
+        return 2.0 * tokens * (hidden * hidden + hidden)
+    if head.kind in ("token-classification", "question-answering"):
+        return 2.0 * tokens * hidden * head.labels
+    if head.kind in ("sequence-classification", "image-classification"):
+        return 2.0 * (hidden * hidden + hidden * head.labels)
+    return 0.0
+
+
+def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
+    """FLOPs of forward + backward for one sample of `job` (see the module docstring)."""
+    if arch.resnet is not None:
+        forward = resnet_forward_flops(arch.resnet, job.image_size or arch.image_size)
+        extra = forward if job.grad_checkpointing else 0.0
+        return 3.0 * forward + extra
+    sdpa = job.attention == "sdpa" and arch.sdpa
+    if arch.kind == "vit":
+        image = job.image_size or arch.image_size
+        lengths = [arch.vision_tokens(image)]
+        patches = lengths[0] - 1
+        pre = 2.0 * patches * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+    elif arch.kind == "encoder-decoder":
+        lengths = [job.seq, job.target_seq or job.seq]
+        pre = 0.0
+    else:
+        lengths = [job.seq]
+        pre = 0.0
+    emb = arch.embedding
+    if emb is not None and emb.projected:
+        pre += sum(2.0 * s * emb.width * arch.stacks[0].hidden for s in lengths)
+
+    layer_weights = layer_attention = 0.0
+    for st, s in zip(arch.stacks, lengths, strict=False):
+        w, a = _layer_flops(st, s, lengths[0], sdpa)
+        layer_weights += st.layers * w
+        layer_attention += st.layers * a
+    head = _head_flops(arch, lengths[-1], arch.stacks[-1].hidden)
+    weight_flops = pre + layer_weights + head
+
+    if job.lora_rank:
+        r = job.lora_rank
+        adapters = sum(
+            2.0 * s * r * (i + o) * st.layers
+            for st, s in zip(arch.stacks, lengths, strict=False)
+            for i, o in st.lora_targets
+        )
+        total = 2.0 * weight_flops + 3.0 * (layer_attention + adapters)
+    else:
+        total = 3.0 * (weight_flops + layer_attention)
+    if job.grad_checkpointing:
+        total += layer_weights + layer_attention
+    return total

@@ -1,0 +1,196 @@
+"""JobSpec -> (Architecture, warnings): find the model and check the job's shape against it.
+
+A model comes from exactly one source: a catalog name (`model`), a Hugging Face config.json
+(`hf_config`), or a parameter count in millions (`params_m`, a plain GPT-style guess).
+
+Sequence length beyond the model's positions: models with learned absolute position
+embeddings (BERT family, GPT-2, OPT) cannot run it at all, so that is an error; models with
+rotary or relative positions (LLaMA family, NeoX, T5, DeBERTa) can, so that is a warning
+that the length exceeds what the model was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestrator.errors import UsageError
+from orchestrator.sizing.architectures import (
+    Architecture,
+    ConfigError,
+    from_hf_config,
+    gpt_from_parameters,
+)
+from orchestrator.sizing.job import ATTENTIONS, OPTIMIZERS, PRECISIONS, ZERO_STAGES, JobSpec
+
+MAX_SEQ = 1_048_576
+MAX_BATCH = 1_000_000
+MAX_IMAGE = 16_384
+MAX_GPUS = 65_536
+MAX_LORA_RANK = 65_536
+MIN_PARAMS_M = 1.0
+MAX_PARAMS_M = 10_000_000.0  # 10 T parameters
+
+
+def _choice(value: str, allowed: tuple[str, ...], option: str) -> None:
+    if value not in allowed:
+        raise UsageError(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _bounded(value: int | None, option: str, low: int, high: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{option} must be an integer, got {value!r}")
+    if value < low:
+        raise UsageError(f"{option} must be at least {low}, got {value}")
+    if value > high:
+        raise UsageError(f"{option} {value:,} is beyond any real job (at most {high:,})")
+
+
+def validate_job(job: JobSpec) -> list[str]:
+    """Check options that do not depend on the model; return warnings."""
+    _bounded(job.batch, "--batch", 1, MAX_BATCH)
+    _bounded(job.seq, "--seq", 1, MAX_SEQ)
+    _bounded(job.target_seq, "--target-seq", 1, MAX_SEQ)
+    _bounded(job.image_size, "--image-size", 1, MAX_IMAGE)
+    _bounded(job.gpus, "--gpus", 1, MAX_GPUS)
+    _bounded(job.lora_rank, "--lora-rank", 1, MAX_LORA_RANK)
+    _choice(job.precision, PRECISIONS, "--precision")
+    _choice(job.optimizer, OPTIMIZERS, "--optimizer")
+    _choice(job.attention, ATTENTIONS, "--attention")
+    if job.zero not in ZERO_STAGES:
+        raise UsageError(f"--zero must be one of 0, 1, 2, 3, got {job.zero!r}")
+    warnings = []
+    if job.zero and job.gpus == 1:
+        warnings.append(f"--zero {job.zero} with one GPU shards nothing")
+    return warnings
+
+
+def _sources(job: JobSpec) -> list[str]:
+    given = []
+    if job.model is not None:
+        given.append("--model")
+    if job.hf_config is not None:
+        given.append("--hf-config")
+    if job.params_m is not None:
+        given.append("--params-m")
+    return given
+
+
+def read_hf_config(path: str) -> Architecture:
+    """Architecture from a config.json file; UsageError naming the file and the problem."""
+    file = Path(path)
+    if file.is_dir() and (file / "config.json").is_file():
+        file = file / "config.json"  # a downloaded model directory
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, expected a config.json file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"{path}: cannot read: {reason}") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    name = ""
+    if isinstance(config, dict) and not config.get("_name_or_path"):
+        name = file.parent.name if file.name == "config.json" else file.stem
+    try:
+        return from_hf_config(config, name)
+    except ConfigError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def _catalog_architecture(name: str) -> Architecture:
+    from orchestrator.catalog import find_model  # the catalog is only read when named
+
+    entry = find_model(name)
+    try:
+        return from_hf_config(entry.config, entry.name)
+    except ConfigError as exc:
+        raise UsageError(f"catalog model {entry.name}: {exc}") from None
+
+
+def _check_shape(arch: Architecture, job: JobSpec) -> list[str]:
+    warnings: list[str] = []
+    if arch.kind in ("vit", "cnn"):
+        image = job.image_size or arch.image_size
+        if arch.kind == "vit":
+            if image < arch.patch_size:
+                raise UsageError(
+                    f"--image-size {image} is smaller than the {arch.patch_size}-pixel patches"
+                )
+            if image != arch.image_size:
+                warnings.append(
+                    f"{arch.name} was trained at {arch.image_size}px; at {image}px its "
+                    "position embeddings are interpolated"
+                )
+        elif image < 32:
+            raise UsageError(f"--image-size {image} is too small for {arch.name} (at least 32)")
+        return warnings
+    if job.image_size is not None:
+        warnings.append(f"--image-size is ignored: {arch.name} is not a vision model")
+    lengths = [("--seq", job.seq)]
+    if arch.kind == "encoder-decoder" and job.target_seq is not None:
+        lengths.append(("--target-seq", job.target_seq))
+    elif job.target_seq is not None:
+        warnings.append(f"--target-seq is ignored: {arch.name} is not an encoder-decoder")
+    limit = arch.max_positions
+    if limit and not arch.synthetic:
+        for option, value in lengths:
+            if value <= limit:
+                continue
+            if arch.absolute_positions:
+                raise UsageError(
+                    f"{option} {value} is longer than {arch.name}'s {limit} learned positions",
+                    hint=f"use --seq {limit} or less",
+                )
+            warnings.append(
+                f"{option} {value} is beyond the {limit} positions {arch.name} was trained on"
+            )
+    return warnings
+
+
+def resolve_architecture(job: JobSpec) -> tuple[Architecture, list[str]]:
+    """The job's model as an Architecture, plus warnings; UsageError for bad input."""
+    sources = _sources(job)
+    if not sources:
+        raise UsageError(
+            "no model given", hint="use --model NAME, --hf-config FILE or --params-m N"
+        )
+    if len(sources) > 1:
+        raise UsageError(f"give only one model source, not {' and '.join(sources)}")
+    warnings = validate_job(job)
+    if job.model is not None:
+        arch = _catalog_architecture(job.model)
+    elif job.hf_config is not None:
+        arch = read_hf_config(job.hf_config)
+    else:
+        params_m = job.params_m
+        if isinstance(params_m, bool) or not isinstance(params_m, int | float):
+            raise UsageError(f"--params-m must be a number, got {params_m!r}")
+        if not MIN_PARAMS_M <= params_m <= MAX_PARAMS_M:
+            raise UsageError(
+                f"--params-m {params_m:g} is out of range ({MIN_PARAMS_M:g} to {MAX_PARAMS_M:,.0f})"
+            )
+        arch = gpt_from_parameters(params_m * 1e6)
+        st = arch.stacks[0]
+        warnings.append(
+            f"--params-m {params_m:g}: no architecture given, assuming a GPT-2-style decoder "
+            f"with {st.layers} layers, hidden {st.hidden}, {st.heads} heads, vocab "
+            f"{arch.head.vocab} ({arch.parameters / 1e6:,.1f}M parameters); name the model "
+            "for a real estimate"
+        )
+    warnings.extend(arch.notes)
+    warnings.extend(_check_shape(arch, job))
+    if job.lora_rank and arch.kind == "cnn":
+        raise UsageError(f"--lora-rank needs a transformer; {arch.name} is a CNN")
+    if job.attention == "sdpa" and not arch.sdpa and arch.kind != "cnn":
+        warnings.append(
+            f"{arch.family} has no SDPA attention in transformers: estimated with eager attention"
+        )
+    return arch, warnings
