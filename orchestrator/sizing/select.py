@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
 from orchestrator.errors import UsageError
@@ -225,6 +224,8 @@ def plan_job(job: JobSpec, options: PlanOptions | None = None) -> Plan:
 
 
 def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
+    from datetime import UTC, datetime
+
     priced = [c for c in ranking.candidates if c.cost is not None]
     choice, alternatives = priced[0], priced[1 : 1 + options.alternatives]
     memory = ranking.memory_by_count[choice.gpu_count]
