@@ -1,0 +1,136 @@
+"""Aliyun: a RenderRequest (plan candidate + what `orch up` decided) -> box module variables.
+
+The renderer (orchestrator/provision/render.py) writes these values to terraform.tfvars.json
+for templates/aliyun/*.j2, which pass them to terraform/modules/aliyun_gpu.
+
+Two Alibaba Cloud specifics:
+* `--ttl` also becomes the instance's auto_release_time, so ECS releases an expired box even if
+  nobody runs `orch sweep`. ECS wants that time on a whole minute, 30 minutes to 3 years ahead:
+  the expiry is rounded up to the minute and moved to 31 minutes from now when it is sooner
+  (the orch:expires-at tag and the in-guest timer keep the exact expiry).
+* A spot candidate becomes spot_strategy SpotAsPriceGo (pay the market price, never more than
+  pay-as-you-go), or SpotWithPriceLimit when `--max-price` is given.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from orchestrator.errors import UsageError
+
+# Root module outputs (templates/aliyun/outputs.tf.j2); instance_id, public_ip, private_ip and
+# ssh_user are what `orch status` and `orch check` read.
+OUTPUTS = (
+    "instance_id",
+    "public_ip",
+    "private_ip",
+    "availability_zone",
+    "image_id",
+    "ssh_user",
+    "security_group_id",
+    "key_name",
+    "vpc_id",
+    "vswitch_id",
+    "auto_release_time",
+)
+MIN_SYSTEM_DISK_GIB = 20
+MAX_SYSTEM_DISK_GIB = 2048
+# ECS: "The release time must be at least 30 minutes later than the current time." One more
+# minute covers the time between rendering and RunInstances.
+MIN_RELEASE_DELAY = timedelta(minutes=31)
+MAX_RELEASE_DELAY = timedelta(days=3 * 365)
+DEFAULT_IMAGE_REGEX = "^ubuntu_22_04_x64"
+
+
+def image_vars(image: dict[str, Any]) -> dict[str, Any]:
+    """Plan `image` -> image_id, or image_name_regex + image_owners."""
+    if not isinstance(image, dict):
+        raise UsageError("plan candidate's image is not an object")
+    if image.get("id"):
+        return {"image_id": str(image["id"])}
+    owners = image.get("owners") or "system"
+    if isinstance(owners, list):
+        if len(owners) != 1:
+            raise UsageError(f"an Aliyun image has one owner alias, got {owners}")
+        owners = owners[0]
+    return {
+        "image_name_regex": str(image.get("name_regex") or DEFAULT_IMAGE_REGEX),
+        "image_owners": str(owners),
+    }
+
+
+def auto_release_time(expires_at: str | None, now: datetime | None = None) -> str | None:
+    """ECS auto-release time for an orch expiry (see the module docstring), or None."""
+    if not expires_at:
+        return None
+    try:
+        moment = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"expiry {expires_at!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise UsageError(f"expiry {expires_at!r} has no time zone")
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    moment = max(moment.astimezone(UTC), now + MIN_RELEASE_DELAY)
+    if moment > now + MAX_RELEASE_DELAY:
+        raise UsageError("Alibaba Cloud cannot release an instance more than 3 years ahead")
+    whole = moment.replace(second=0, microsecond=0)
+    if whole < moment:
+        whole += timedelta(minutes=1)
+    return whole.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def spot_vars(market: str, spot_max_price: float | None) -> dict[str, Any]:
+    if market == "on-demand":
+        return {"spot_strategy": "NoSpot", "spot_price_limit": None}
+    if market != "spot":
+        raise UsageError(f"unknown market {market!r} (expected on-demand or spot)")
+    if spot_max_price is None:
+        return {"spot_strategy": "SpotAsPriceGo", "spot_price_limit": None}
+    if spot_max_price <= 0:
+        raise UsageError("--max-price must be positive")
+    return {"spot_strategy": "SpotWithPriceLimit", "spot_price_limit": round(spot_max_price, 4)}
+
+
+def system_disk_gib(root_volume_gib: int | float) -> int:
+    size = math.ceil(float(root_volume_gib))
+    if size > MAX_SYSTEM_DISK_GIB:
+        raise UsageError(
+            f"a {size} GiB root volume is over the {MAX_SYSTEM_DISK_GIB} GiB ECS system disk limit"
+        )
+    return max(MIN_SYSTEM_DISK_GIB, size)
+
+
+def tfvars(request: Any) -> dict[str, Any]:
+    """The values of templates/aliyun/variables.tf.j2 for one box (a render.RenderRequest)."""
+    candidate = request.candidate
+    if request.subnet_id:
+        raise UsageError(
+            "--subnet-id is not supported for Aliyun boxes yet",
+            hint="each Aliyun box gets its own VPC and vSwitch",
+        )
+    return {
+        "region": candidate.region,
+        "name": request.name,
+        "owner": request.owner,
+        "expires_at": request.expires_at or "",
+        "auto_release_time": auto_release_time(request.expires_at),
+        "instance_type": candidate.instance_type,
+        **image_vars(candidate.image),
+        "system_disk_category": "cloud_essd",
+        "system_disk_size": system_disk_gib(candidate.root_volume_gib),
+        **spot_vars(candidate.market, request.spot_max_price),
+        "user_data": request.user_data,
+        "ssh_public_key": request.ssh_public_key,
+        "ssh_user": candidate.ssh_user or "root",
+        "ssh_ingress_cidrs": list(request.ssh_ingress_cidrs),
+        "allow_world_ssh": bool(request.allow_world_ssh),
+        # orch:box / orch:owner / orch:expires-at are added by the module from the values above.
+        "tags": {**request.tags, **request.orch_tags()},
+    }
+
+
+def runtime_env() -> dict[str, str]:
+    """Nothing to add: the provider reads ALIBABA_CLOUD_* (credentials, region, endpoints)."""
+    return {}

@@ -1,0 +1,64 @@
+output "instance_id" {
+  description = "ECS instance id."
+  value       = alicloud_instance.this.id
+}
+
+output "public_ip" {
+  description = "Public IPv4 address (empty when internet_max_bandwidth_out is 0)."
+  value       = alicloud_instance.this.public_ip
+}
+
+output "private_ip" {
+  description = "Private IPv4 address in the vSwitch."
+  value       = alicloud_instance.this.private_ip
+}
+
+output "availability_zone" {
+  description = "Zone the instance runs in."
+  value       = alicloud_instance.this.availability_zone
+}
+
+output "image_id" {
+  description = "Image the instance booted."
+  value       = alicloud_instance.this.image_id
+}
+
+output "instance_type" {
+  description = "ECS instance type."
+  value       = alicloud_instance.this.instance_type
+}
+
+output "spot_strategy" {
+  description = "NoSpot, SpotAsPriceGo or SpotWithPriceLimit."
+  value       = alicloud_instance.this.spot_strategy
+}
+
+output "auto_release_time" {
+  description = "When ECS releases the instance by itself (UTC), or null."
+  value       = alicloud_instance.this.auto_release_time
+}
+
+output "ssh_user" {
+  description = "Login user for SSH."
+  value       = var.ssh_user
+}
+
+output "security_group_id" {
+  description = "Security group guarding the instance."
+  value       = alicloud_security_group.this.id
+}
+
+output "key_name" {
+  description = "ECS key pair name."
+  value       = alicloud_ecs_key_pair.this.key_pair_name
+}
+
+output "vpc_id" {
+  description = "VPC of the instance."
+  value       = local.vpc_id
+}
+
+output "vswitch_id" {
+  description = "vSwitch of the instance."
+  value       = local.vswitch_id
+}

@@ -1,0 +1,243 @@
+variable "name" {
+  description = "Box name: goes into resource names (orch-<name>) and the orch:box tag."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,38}$", var.name))
+    error_message = "name must start with a lower-case letter and hold at most 39 lower-case letters, digits or dashes."
+  }
+}
+
+variable "owner" {
+  description = "Who created the box (the orch:owner tag), e.g. user@host or a CI job id."
+  type        = string
+  default     = ""
+}
+
+variable "expires_at" {
+  description = "ISO 8601 UTC time after which the box may be destroyed (the orch:expires-at tag, read by `orch sweep`); empty for none."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.expires_at == "" || can(regex("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$", var.expires_at))
+    error_message = "expires_at must look like 2026-12-02T21:00:00Z, or be empty."
+  }
+}
+
+variable "auto_release_time" {
+  description = "When ECS itself releases the instance (alicloud_instance.auto_release_time), UTC, yyyy-MM-ddTHH:mm:ssZ; ECS requires 30 minutes to 3 years from now. null: never."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.auto_release_time == null || can(regex("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:00Z$", var.auto_release_time))
+    error_message = "auto_release_time must be a UTC time on a whole minute, like 2026-12-02T21:00:00Z."
+  }
+}
+
+variable "instance_type" {
+  description = "ECS instance type, e.g. ecs.gn6i-c4g1.xlarge (1x T4) or ecs.gn7i-c8g1.2xlarge (1x A10)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^ecs\\.[a-z0-9-]+\\.[a-z0-9]+$", var.instance_type))
+    error_message = "instance_type must look like ecs.<family>.<size>, e.g. ecs.gn6i-c4g1.xlarge."
+  }
+}
+
+variable "zone_id" {
+  description = "Zone to launch in; null picks the first zone (alphabetically) that sells instance_type with system_disk_category for this market (data \"alicloud_zones\"). Ignored when vswitch_id is set."
+  type        = string
+  default     = null
+}
+
+variable "image_id" {
+  description = "Image id to boot; null means the newest image from image_owners whose name matches image_name_regex."
+  type        = string
+  default     = null
+}
+
+variable "image_name_regex" {
+  description = "Regular expression on image names, used when image_id is null (data \"alicloud_images\" name_regex)."
+  type        = string
+  default     = "^ubuntu_22_04_x64"
+
+  validation {
+    condition     = can(regexall(var.image_name_regex, ""))
+    error_message = "image_name_regex must be a valid regular expression."
+  }
+}
+
+variable "image_owners" {
+  description = "Whose images image_name_regex searches: system (public images), self, others or marketplace."
+  type        = string
+  default     = "system"
+
+  validation {
+    condition     = contains(["system", "self", "others", "marketplace"], var.image_owners)
+    error_message = "image_owners must be one of system, self, others, marketplace."
+  }
+}
+
+variable "system_disk_category" {
+  description = "System disk category."
+  type        = string
+  default     = "cloud_essd"
+
+  validation {
+    condition     = contains(["cloud_essd", "cloud_ssd", "cloud_efficiency", "cloud_auto", "cloud_essd_entry"], var.system_disk_category)
+    error_message = "system_disk_category must be one of cloud_essd, cloud_ssd, cloud_efficiency, cloud_auto, cloud_essd_entry."
+  }
+}
+
+variable "system_disk_size" {
+  description = "System disk size in GiB."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.system_disk_size >= 20 && var.system_disk_size <= 2048 && floor(var.system_disk_size) == var.system_disk_size
+    error_message = "system_disk_size must be a whole number of GiB between 20 and 2048."
+  }
+}
+
+variable "system_disk_encrypted" {
+  description = "Encrypt the system disk (with the account's default KMS key)."
+  type        = bool
+  default     = true
+}
+
+variable "spot_strategy" {
+  description = "NoSpot (pay-as-you-go), SpotAsPriceGo (spot at the market price, capped at the pay-as-you-go price) or SpotWithPriceLimit (spot up to spot_price_limit)."
+  type        = string
+  default     = "NoSpot"
+
+  validation {
+    condition     = contains(["NoSpot", "SpotAsPriceGo", "SpotWithPriceLimit"], var.spot_strategy)
+    error_message = "spot_strategy must be one of NoSpot, SpotAsPriceGo, SpotWithPriceLimit."
+  }
+}
+
+variable "spot_price_limit" {
+  description = "Highest hourly price for SpotWithPriceLimit, in the account's currency."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.spot_strategy != "SpotWithPriceLimit" || (var.spot_price_limit != null && try(var.spot_price_limit > 0, false))
+    error_message = "spot_price_limit must be a positive number when spot_strategy is SpotWithPriceLimit."
+  }
+}
+
+variable "internet_max_bandwidth_out" {
+  description = "Outbound public bandwidth in Mbit/s (pay by traffic); 0 means no public IP."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.internet_max_bandwidth_out >= 0 && var.internet_max_bandwidth_out <= 100 && floor(var.internet_max_bandwidth_out) == var.internet_max_bandwidth_out
+    error_message = "internet_max_bandwidth_out must be a whole number from 0 to 100."
+  }
+}
+
+variable "user_data" {
+  description = "Script or cloud-config run at first boot, as plain text (the module base64-encodes it; ECS allows 32 KB)."
+  type        = string
+  default     = ""
+}
+
+variable "ssh_public_key" {
+  description = "OpenSSH public key imported as the box's ECS key pair (orch generates one per box)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp[0-9]+) [A-Za-z0-9+/=]+", trimspace(var.ssh_public_key)))
+    error_message = "ssh_public_key must be an OpenSSH public key line."
+  }
+}
+
+variable "ssh_user" {
+  description = "Login user of the image; passed through to the ssh_user output (root on Alibaba Cloud public images)."
+  type        = string
+  default     = "root"
+}
+
+variable "ssh_ingress_cidrs" {
+  description = "IPv4 blocks allowed to reach TCP 22. Nothing else is opened."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.ssh_ingress_cidrs) > 0
+    error_message = "ssh_ingress_cidrs must name at least one address block."
+  }
+
+  validation {
+    condition     = alltrue([for cidr in var.ssh_ingress_cidrs : can(regex("^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$", cidr)) && can(cidrhost(cidr, 0))])
+    error_message = "every ssh_ingress_cidrs entry must be an IPv4 CIDR block such as 203.0.113.7/32."
+  }
+
+  validation {
+    condition     = var.allow_world_ssh || alltrue([for cidr in var.ssh_ingress_cidrs : !endswith(cidr, "/0")])
+    error_message = "ssh_ingress_cidrs opens SSH to the whole internet; set allow_world_ssh = true to allow it."
+  }
+}
+
+variable "allow_world_ssh" {
+  description = "Allow a /0 block (such as 0.0.0.0/0) in ssh_ingress_cidrs."
+  type        = bool
+  default     = false
+}
+
+variable "vpc_cidr" {
+  description = "CIDR block of the VPC created for the box (when vswitch_id is null)."
+  type        = string
+  default     = "172.16.0.0/16"
+
+  validation {
+    condition     = can(cidrhost(var.vpc_cidr, 0))
+    error_message = "vpc_cidr must be a CIDR block."
+  }
+}
+
+variable "vswitch_cidr" {
+  description = "CIDR block of the vSwitch created for the box, inside vpc_cidr (when vswitch_id is null)."
+  type        = string
+  default     = "172.16.0.0/24"
+
+  validation {
+    condition     = can(cidrhost(var.vswitch_cidr, 0))
+    error_message = "vswitch_cidr must be a CIDR block."
+  }
+}
+
+variable "vswitch_id" {
+  description = "Existing vSwitch to launch in; null creates a VPC and vSwitch for the box. Needs vpc_id."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = (var.vswitch_id == null) == (var.vpc_id == null)
+    error_message = "vswitch_id and vpc_id go together: set both (existing network) or neither (a new one)."
+  }
+}
+
+variable "vpc_id" {
+  description = "VPC of vswitch_id (the security group is created there)."
+  type        = string
+  default     = null
+}
+
+variable "tags" {
+  description = "Extra tags for the instance, security group, key pair, VPC and vSwitch (orch:* tags are added)."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition = alltrue([for key, value in var.tags :
+      !startswith(key, "aliyun") && !startswith(key, "acs:") && length(key) <= 128 && length(value) <= 128
+      && !strcontains(key, "http://") && !strcontains(key, "https://")
+    ])
+    error_message = "tag keys must not start with aliyun or acs: nor contain http:// or https://; keys and values hold at most 128 characters."
+  }
+}

