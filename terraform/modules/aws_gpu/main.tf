@@ -1,0 +1,140 @@
+locals {
+  orch_tags = {
+    "Name"            = var.name
+    "orch:box"        = var.name
+    "orch:owner"      = var.owner
+    "orch:expires-at" = var.expires_at
+  }
+  tags = merge(var.tags, local.orch_tags)
+
+  ami_id = (
+    var.image_source == "id" ? var.ami_id :
+    var.image_source == "ssm_parameter" ? one(data.aws_ssm_parameter.ami[*].insecure_value) :
+    one(data.aws_ami.filtered[*].id)
+  )
+
+  vpc_id = (
+    var.subnet_id != null ? one(data.aws_subnet.given[*].vpc_id) :
+    var.vpc_id != null ? var.vpc_id :
+    one(data.aws_vpc.default[*].id)
+  )
+}
+
+# --- image -------------------------------------------------------------------------------
+
+data "aws_ssm_parameter" "ami" {
+  count = var.image_source == "ssm_parameter" ? 1 : 0
+  name  = var.ami_ssm_parameter
+}
+
+data "aws_ami" "filtered" {
+  count       = var.image_source == "name_filter" ? 1 : 0
+  most_recent = true
+  owners      = var.ami_owners
+  name_regex  = var.ami_name_regex
+
+  dynamic "filter" {
+    for_each = var.ami_name_filter == null ? [] : [var.ami_name_filter]
+    content {
+      name   = "name"
+      values = [filter.value]
+    }
+  }
+
+  filter {
+    name   = "state"
+    values = ["available"]
+  }
+}
+
+# --- network -----------------------------------------------------------------------------
+
+data "aws_vpc" "default" {
+  count   = var.subnet_id == null && var.vpc_id == null ? 1 : 0
+  default = true
+}
+
+data "aws_subnet" "given" {
+  count = var.subnet_id == null ? 0 : 1
+  id    = var.subnet_id
+}
+
+resource "aws_security_group" "box" {
+  name_prefix = "orch-${var.name}-"
+  description = "orch box ${var.name}: SSH from the given CIDR blocks only"
+  vpc_id      = local.vpc_id
+  tags        = local.tags
+
+  ingress {
+    description = "SSH"
+    from_port   = 22
+    to_port     = 22
+    protocol    = "tcp"
+    cidr_blocks = var.ssh_ingress_cidrs
+  }
+
+  egress {
+    description = "All outbound"
+    from_port   = 0
+    to_port     = 0
+    protocol    = "-1"
+    cidr_blocks = ["0.0.0.0/0"]
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "aws_key_pair" "box" {
+  key_name_prefix = "orch-${var.name}-"
+  public_key      = var.ssh_public_key
+  tags            = local.tags
+}
+
+# --- instance ----------------------------------------------------------------------------
+
+resource "aws_instance" "box" {
+  ami                    = local.ami_id
+  instance_type          = var.instance_type
+  subnet_id              = var.subnet_id
+  vpc_security_group_ids = [aws_security_group.box.id]
+  key_name               = aws_key_pair.box.key_name
+  user_data              = var.user_data == "" ? null : var.user_data
+
+  # `shutdown -h` inside the guest (the TTL timer) ends the box instead of parking it.
+  instance_initiated_shutdown_behavior = "terminate"
+
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 1
+  }
+
+  root_block_device {
+    volume_size           = var.root_volume_gib
+    volume_type           = "gp3"
+    encrypted             = true
+    delete_on_termination = true
+    tags                  = local.tags
+  }
+
+  dynamic "instance_market_options" {
+    for_each = var.market == "spot" ? [1] : []
+    content {
+      market_type = "spot"
+      spot_options {
+        spot_instance_type             = "one-time"
+        instance_interruption_behavior = "terminate"
+        max_price                      = var.spot_max_price
+      }
+    }
+  }
+
+  tags = local.tags
+
+  lifecycle {
+    # A newer image published under the same SSM parameter must not replace a running box.
+    ignore_changes = [ami]
+  }
+}

@@ -1,0 +1,385 @@
+"""End-to-end fixtures: a moto server, the Terraform provider mirror, and an orch runner.
+
+Reusable by every e2e suite:
+
+    moto_server        session: URL of a `moto_server` on a free loopback port
+    tf_mirror          session: the provider filesystem mirror (ORCH_TEST_TF_MIRROR or a
+                       standard place), with hashicorp/aws in it
+    tf_cli_config      session: a CLI config file that installs hashicorp/aws from the mirror
+    plugin_cache       session: one TF_PLUGIN_CACHE_DIR shared by every Terraform run
+    aws_env            function: environment for `orch` against moto (own ORCH_HOME per test)
+    orch               function: orch(*args, env=None) -> CompletedProcess of
+                       `python -m orchestrator ...` (env defaults to aws_env)
+    orch_process       function: orch_process(*args, env=None) -> Popen (for signals)
+    ec2, ssm, s3       function: boto3 clients pointed at moto
+    capacity_proxy     session: an HTTP proxy in front of moto that answers RunInstances for
+                       chosen instance types with an EC2 capacity/quota error (moto itself
+                       never runs out of capacity)
+
+Every prerequisite goes through tests.support.require: skipped locally, fatal under CI=true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.support import require
+
+REPO = Path(__file__).resolve().parents[2]
+AWS_PROVIDER = "registry.terraform.io/hashicorp/aws"
+MIRROR_PLACES = (
+    "/opt/tf-plugins",
+    "~/.terraform.d/plugins",
+    "~/.local/share/terraform/plugins",
+    "/usr/local/share/terraform/plugins",
+    "/usr/share/terraform/plugins",
+)
+REGION = "us-east-1"
+# An image moto serves by default (MOTO_EC2_LOAD_DEFAULT_AMIS), so plans can name it by id.
+MOTO_AMI = "ami-1e749f67"
+
+
+# ------------------------------------------------------------------------------ mirror
+
+
+def find_mirror(provider: str = AWS_PROVIDER) -> Path | None:
+    """A filesystem mirror holding `provider` (host/namespace/type), or None."""
+    places = [os.environ.get("ORCH_TEST_TF_MIRROR", ""), *MIRROR_PLACES]
+    for place in places:
+        if not place:
+            continue
+        root = Path(place).expanduser()
+        if any((root / provider).glob("*/*/terraform-provider-*")):
+            return root
+    return None
+
+
+def write_cli_config(path: Path, mirrors: dict[str, list[str]]) -> Path:
+    """A Terraform CLI config installing the given providers from their mirrors only.
+
+    `mirrors` maps a mirror directory to provider addresses ("registry.terraform.io/x/y");
+    everything else would come from the network (never used by the tests).
+    """
+    blocks = []
+    every = [p for providers in mirrors.values() for p in providers]
+    for root, providers in mirrors.items():
+        include = ", ".join(f'"{p}"' for p in providers)
+        blocks.append(
+            f'  filesystem_mirror {{\n    path    = "{root}"\n    include = [{include}]\n  }}'
+        )
+    exclude = ", ".join(f'"{p}"' for p in every)
+    blocks.append(f"  direct {{\n    exclude = [{exclude}]\n  }}")
+    path.write_text("provider_installation {\n" + "\n".join(blocks) + "\n}\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tf_mirror() -> Path:
+    mirror = find_mirror()
+    require(mirror, f"a Terraform provider mirror with {AWS_PROVIDER} (set ORCH_TEST_TF_MIRROR)")
+    assert mirror is not None
+    return mirror
+
+
+@pytest.fixture(scope="session")
+def tf_cli_config(tmp_path_factory: pytest.TempPathFactory, tf_mirror: Path) -> Path:
+    path = tmp_path_factory.mktemp("tfcli") / "terraform.rc"
+    return write_cli_config(path, {str(tf_mirror): [AWS_PROVIDER]})
+
+
+@pytest.fixture(scope="session")
+def plugin_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("plugin-cache")
+
+
+# ------------------------------------------------------------------------------ moto
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def moto_server_binary() -> str | None:
+    beside = Path(sys.executable).parent / "moto_server"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("moto_server")
+
+
+def wait_for_http(url: str, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    binary = moto_server_binary()
+    require(binary, "moto_server (pip install 'moto[server]')")
+    assert binary is not None
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(
+            [binary, "-p", str(port), "-H", "127.0.0.1"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if not wait_for_http(f"{url}/moto-api/data.json"):
+            pytest.fail(f"moto_server did not start: {log.read_text()[-2000:]}")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+# ------------------------------------------------------------------------------ env + runner
+
+
+def aws_environment(endpoint: str, cli_config: Path, cache: Path, home: Path) -> dict[str, str]:
+    """Environment for `orch` (and boto3) against an emulator: standard variables only."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "TF_", "ORCH_")) or k == "ORCH_TERRAFORM"
+    }
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_REGION=REGION,
+        AWS_DEFAULT_REGION=REGION,
+        TF_CLI_CONFIG_FILE=str(cli_config),
+        TF_PLUGIN_CACHE_DIR=str(cache),
+        ORCH_HOME=str(home),
+        ORCH_OWNER="e2e@orch-tests",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+@pytest.fixture
+def aws_env(
+    moto_server: str, tf_cli_config: Path, plugin_cache: Path, tmp_path: Path
+) -> dict[str, str]:
+    return aws_environment(moto_server, tf_cli_config, plugin_cache, tmp_path / "orch-home")
+
+
+def orch_argv(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "orchestrator", *args]
+
+
+def run_orch(
+    args: list[str], env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        orch_argv(args),
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def orch(aws_env: dict[str, str]):  # noqa: ANN201 - a callable
+    """orch(*args, env=None, timeout=600) -> CompletedProcess, with aws_env by default."""
+
+    def call(
+        *args: str, env: dict[str, str] | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        return run_orch(list(args), env or aws_env, timeout=timeout)
+
+    return call
+
+
+@pytest.fixture
+def orch_process(aws_env: dict[str, str]):  # noqa: ANN201 - a callable
+    """orch_process(*args, env=None) -> Popen with text pipes, for signals mid-run."""
+
+    def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            orch_argv(list(args)),
+            env=env or aws_env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    return start
+
+
+@pytest.fixture
+def moto_ami() -> str:
+    return MOTO_AMI
+
+
+@pytest.fixture
+def ec2(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
+    import boto3
+
+    return boto3.client(
+        "ec2",
+        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+@pytest.fixture
+def ssm(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
+    import boto3
+
+    return boto3.client(
+        "ssm",
+        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+@pytest.fixture
+def s3(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+# ------------------------------------------------------------------------------ capacity proxy
+
+EC2_ERROR = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
+    "<Message>{message}</Message></Error></Errors><RequestID>{request}</RequestID></Response>"
+)
+
+
+class CapacityProxy:
+    """Forward every request to moto, except RunInstances for `refuse` instance types.
+
+    Those get EC2's own error shape for `code` (400, like VcpuLimitExceeded), which is what
+    a real account without quota or capacity for the type answers.
+    """
+
+    def __init__(self, upstream: str):
+        self.upstream = urlparse(upstream)
+        self.refuse: dict[str, str] = {}  # instance type -> error code
+        self.refused: list[str] = []
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _relay(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                refusal = proxy.refusal(body)
+                if refusal is not None:
+                    self._send(400, {"Content-Type": "text/xml"}, refusal)
+                    return
+                upstream = http.client.HTTPConnection(
+                    proxy.upstream.hostname, proxy.upstream.port, timeout=60
+                )
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                upstream.request(self.command, self.path, body=body or None, headers=headers)
+                response = upstream.getresponse()
+                data = response.read()
+                skip = ("transfer-encoding", "connection", "content-length")
+                kept = {k: v for k, v in response.getheaders() if k.lower() not in skip}
+                self._send(response.status, kept, data)
+                upstream.close()
+
+            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
+
+        return Handler
+
+    def refusal(self, body: bytes) -> bytes | None:
+        if b"Action=RunInstances" not in body:
+            return None
+        form = parse_qs(body.decode("utf-8", "replace"))
+        instance_type = (form.get("InstanceType") or [""])[0]
+        code = self.refuse.get(instance_type)
+        if code is None:
+            return None
+        self.refused.append(instance_type)
+        message = f"You have requested more vCPU capacity than allowed for {instance_type}."
+        return EC2_ERROR.format(code=code, message=message, request="orch-test").encode()
+
+    @contextlib.contextmanager
+    def refusing(self, refuse: dict[str, str]) -> Iterator[CapacityProxy]:
+        """Within the block, RunInstances for these types fails with the given code."""
+        self.refuse, self.refused = dict(refuse), []
+        try:
+            yield self
+        finally:
+            self.refuse = {}
+
+    def __enter__(self) -> CapacityProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def capacity_proxy(moto_server: str) -> Iterator[CapacityProxy]:
+    with CapacityProxy(moto_server) as proxy:
+        yield proxy

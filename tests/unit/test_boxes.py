@@ -1,0 +1,382 @@
+"""Box registry, locks, keys and the input checks of `orch up` (no cloud, no Terraform)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import stat
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.plan import Candidate
+from orchestrator.provision import lifecycle, state_backend
+from orchestrator.provision.boxes import (
+    Box,
+    box_lock,
+    list_boxes,
+    load_box,
+    orch_home,
+    validate_box_name,
+)
+from orchestrator.provision.keys import ensure_keypair
+from orchestrator.provision.terraform import TerraformError
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def candidate(**changes: object) -> Candidate:
+    values: dict[str, object] = dict(
+        cloud="aws",
+        region="us-east-1",
+        instance_type="g5.xlarge",
+        market="on-demand",
+        gpu="A10G",
+        gpu_count=1,
+        gpu_memory_gib=24.0,
+        price_per_hour=1.006,
+        samples_per_s=12.5,
+        hours=2.0,
+        cost=2.01,
+        memory_per_gpu_bytes=10 * 2**30,
+        memory_fraction=0.42,
+        image={"ssm_parameter": "/aws/service/x"},
+        root_volume_gib=150,
+        ssh_user="ubuntu",
+    )
+    values.update(changes)
+    return Candidate(**values)  # type: ignore[arg-type]
+
+
+def make_box(name: str, **changes: object) -> Box:
+    values: dict[str, object] = dict(
+        name=name,
+        directory=orch_home() / "boxes" / name,
+        cloud="aws",
+        region="us-east-1",
+        candidate=candidate(),
+        state="up",
+        created_at="2026-12-02T19:00:00Z",
+        expires_at="2026-12-02T21:00:00Z",
+        outputs={"instance_id": "i-0abc", "public_ip": "198.51.100.7", "ssh_user": "ubuntu"},
+        owner="me@host",
+        state_url=None,
+    )
+    values.update(changes)
+    return Box(**values)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ home + names
+
+
+def test_orch_home_order(tmp_path, monkeypatch):
+    monkeypatch.delenv("ORCH_HOME", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert orch_home() == tmp_path / ".local" / "state" / "orch"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert orch_home() == tmp_path / "xdg" / "orch"
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "explicit"))
+    assert orch_home() == tmp_path / "explicit"
+
+
+@pytest.mark.parametrize("name", ["a", "exp1", "bert-large-run-2", "a" + "b" * 38])
+def test_good_box_names(name):
+    assert validate_box_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "1abc",
+        "-abc",
+        "Abc",
+        "a_b",
+        "a.b",
+        "a b",
+        "a" * 40,
+        "${var.x}",
+        "%{if true}x%{endif}",
+        'a"b',
+        "a\\b",
+        "a\nb",
+        "../etc",
+    ],
+)
+def test_bad_box_names_are_usage_errors(name):
+    with pytest.raises(UsageError) as info:
+        validate_box_name(name)
+    assert "bad box name" in info.value.one_line()
+    assert "\n" not in info.value.one_line()
+
+
+# ------------------------------------------------------------------------------ registry
+
+
+def test_box_round_trips_through_box_json(home):
+    box = make_box("exp1", attempts=[{"instance_type": "p4d.24xlarge", "error": "X"}])
+    box.save()
+    assert stat.S_IMODE(box.directory.stat().st_mode) == 0o700
+    loaded = load_box("exp1")
+    assert loaded == box
+    assert loaded.key_path == box.directory / "id_ed25519"
+    assert loaded.known_hosts_path == box.directory / "known_hosts"
+    record = json.loads((box.directory / "box.json").read_text())
+    assert record["candidate"]["instance_type"] == "g5.xlarge"
+    assert "directory" not in record  # derived from where the record lies
+
+
+def test_unknown_box_is_a_usage_error(home):
+    with pytest.raises(UsageError, match="no box named 'ghost'"):
+        load_box("ghost")
+
+
+def test_save_refuses_unknown_state(home):
+    with pytest.raises(ValueError):
+        make_box("exp1", state="sleeping").save()
+
+
+def test_list_boxes_sorted_and_skips_damaged(home):
+    make_box("zeta").save()
+    make_box("alpha", state="failed").save()
+    damaged = home / "boxes" / "broken"
+    damaged.mkdir(parents=True)
+    (damaged / "box.json").write_text("{not json")
+    (home / "boxes" / "no-record").mkdir()
+    assert [b.name for b in list_boxes()] == ["alpha", "zeta"]
+
+
+def test_list_boxes_without_home(home):
+    assert list_boxes() == []
+
+
+# ------------------------------------------------------------------------------ locks
+
+
+def test_lock_times_out_with_a_clear_message(home, capsys):
+    with box_lock("exp1"):
+        started = time.monotonic()
+        with pytest.raises(OrchError) as info, box_lock("exp1", timeout=0.5):
+            pass
+        assert time.monotonic() - started >= 0.5
+    assert "box exp1 is busy" in info.value.one_line()
+    assert "waiting up to 0.5s" in capsys.readouterr().err
+
+
+def test_lock_serialises_commands_on_one_box(home):
+    order: list[str] = []
+    holding = threading.Event()
+
+    def first() -> None:
+        with box_lock("exp1"):
+            holding.set()
+            order.append("first in")
+            time.sleep(0.4)
+            order.append("first out")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    holding.wait(5)
+    with box_lock("exp1", timeout=10):
+        order.append("second in")
+    thread.join()
+    assert order == ["first in", "first out", "second in"]
+
+
+def test_locks_on_different_boxes_do_not_block(home):
+    with box_lock("one"), box_lock("two", timeout=0.1):
+        pass
+
+
+# ------------------------------------------------------------------------------ keys
+
+
+def test_keypair_is_ed25519_private_0600_and_reused(tmp_path):
+    private = tmp_path / "id_ed25519"
+    public = ensure_keypair(private, comment="orch-exp1")
+    assert public.startswith("ssh-ed25519 ") and public.endswith(" orch-exp1")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert "OPENSSH PRIVATE KEY" in private.read_text()
+    assert ensure_keypair(private, comment="orch-exp1") == public
+
+
+# ------------------------------------------------------------------------------ up inputs
+
+
+@pytest.mark.parametrize(
+    ("text", "delta"),
+    [("30m", timedelta(minutes=30)), ("2h", timedelta(hours=2)), ("1d", timedelta(days=1))],
+)
+def test_ttl(text, delta):
+    now = datetime(2026, 12, 2, 19, 0, tzinfo=UTC)
+    assert lifecycle.parse_ttl(text) == delta
+    expected = (now + delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert lifecycle.expires_at_for(text, now) == expected
+
+
+@pytest.mark.parametrize("text", ["", "2", "2x", "0h", "-1h", "1.5h", "31d", "2 hours"])
+def test_bad_ttl(text):
+    with pytest.raises(UsageError, match="--ttl"):
+        lifecycle.parse_ttl(text)
+
+
+def test_cidrs_are_normalised_and_deduplicated():
+    cidrs = ["203.0.113.7/32", "203.0.113.7", "198.51.100.9/24"]
+    assert lifecycle.normalise_cidrs(cidrs, False) == ["203.0.113.7/32", "198.51.100.0/24"]
+
+
+@pytest.mark.parametrize("bad", ["0.0.0.0/0", "10.0.0.1/0"])
+def test_world_ssh_needs_opt_in(bad):
+    with pytest.raises(UsageError) as info:
+        lifecycle.normalise_cidrs([bad], False)
+    assert "--allow-world-ssh" in info.value.one_line()
+    assert lifecycle.normalise_cidrs([bad], True) == ["0.0.0.0/0"]
+
+
+@pytest.mark.parametrize("bad", ["10.0.0.0/33", "example.com", "2001:db8::/64", ""])
+def test_bad_cidrs(bad):
+    with pytest.raises(UsageError, match="--ssh-cidr"):
+        lifecycle.normalise_cidrs([bad], False)
+
+
+class _CheckIp(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"198.51.100.4\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_caller_address_from_checkip(monkeypatch):
+    server = http.server.HTTPServer(("127.0.0.1", 0), _CheckIp)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setattr(lifecycle, "CHECKIP_URL", f"http://127.0.0.1:{server.server_port}/")
+        assert lifecycle.discover_caller_cidr() == "198.51.100.4/32"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_offline_caller_address_asks_for_ssh_cidr(monkeypatch):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: connection refused
+    monkeypatch.setattr(lifecycle, "CHECKIP_URL", f"http://127.0.0.1:{port}/")
+    with pytest.raises(UsageError) as info:
+        lifecycle.discover_caller_cidr(timeout=2)
+    assert "--ssh-cidr" in info.value.one_line()
+    assert "0.0.0.0" not in info.value.one_line()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "api error InsufficientInstanceCapacity: We currently do not have sufficient capacity",
+        "operation error EC2: RunInstances, api error VcpuLimitExceeded: You have requested",
+        "api error InstanceLimitExceeded: Your quota allows for 0 more running instance(s)",
+        "api error MaxSpotInstanceCountExceeded: Max spot instance count exceeded",
+        "api error SpotMaxPriceTooLow: Your Spot request price of 0.1 is lower than",
+        "api error Unsupported: The requested configuration is currently not supported",
+        "Code: OperationDenied.NoStock, Message: The resource is out of stock",
+    ],
+)
+def test_capacity_errors_are_recognised(text):
+    assert lifecycle.is_capacity_error(TerraformError("terraform apply failed", [{"detail": text}]))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "api error InvalidAMIID.NotFound: The image id does not exist",
+        "api error UnsupportedTenancy: tenancy not supported",
+        "api error UnauthorizedOperation: You are not authorized",
+        "InvalidParameterValue: Value (g9.huge) for parameter instanceType is invalid",
+    ],
+)
+def test_other_errors_do_not_fail_over(text):
+    assert not lifecycle.is_capacity_error(TerraformError("failed", [{"detail": text}]))
+
+
+def test_box_summary_has_the_ssh_command(home):
+    box = make_box("exp1")
+    summary = lifecycle.box_summary(box)
+    assert summary["instance_type"] == "g5.xlarge"
+    command = summary["ssh_command"]
+    assert command.startswith("ssh -i ") and command.endswith(" ubuntu@198.51.100.7")
+    assert f"UserKnownHostsFile={box.directory}/known_hosts" in command
+
+
+# ------------------------------------------------------------------------------ state URLs
+
+
+def test_state_url_layout():
+    location = state_backend.parse_state_url("s3://my-bucket/ci/runs/")
+    assert (location.bucket, location.prefix, location.url) == (
+        "my-bucket",
+        "ci/runs",
+        "s3://my-bucket/ci/runs",
+    )
+    assert location.state_key("exp1") == "ci/runs/exp1/terraform.tfstate"
+    assert location.bundle_key("exp1") == "ci/runs/exp1/orch-box.json"
+    bare = state_backend.parse_state_url("s3://my-bucket")
+    assert bare.state_key("exp1") == "exp1/terraform.tfstate"
+
+
+@pytest.mark.parametrize(
+    "url", ["gs://b/p", "my-bucket/p", "s3://", "s3://B/p", "s3://b/p?x=1", "s3://bucket/a b"]
+)
+def test_bad_state_urls(url):
+    with pytest.raises(UsageError, match="--state"):
+        state_backend.parse_state_url(url)
+
+
+def test_backend_config_follows_the_endpoint_knob(monkeypatch):
+    location = state_backend.parse_state_url("s3://my-bucket/ci")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    config = state_backend.backend_config(location, "exp1", "eu-west-1")
+    assert config == {
+        "bucket": "my-bucket",
+        "key": "ci/exp1/terraform.tfstate",
+        "region": "eu-west-1",
+    }
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+    config = state_backend.backend_config(location, "exp1", "eu-west-1")
+    assert config["use_path_style"] is True and config["skip_credentials_validation"] is True
+
+
+def test_bundle_cannot_write_outside_the_box(tmp_path):
+    with pytest.raises(OrchError, match="outside"):
+        state_backend.restore_files(tmp_path / "box", {"../escape.tf": "x"})
+    state_backend.restore_files(tmp_path / "box", {"modules/m/main.tf": "# ok"})
+    assert (tmp_path / "box" / "modules" / "m" / "main.tf").read_text() == "# ok"
+
+
+def test_tags_option():
+    from orchestrator.commands.boxes import parse_tags
+
+    assert parse_tags(("team=ml", "note=a=b", "empty=")) == {
+        "team": "ml",
+        "note": "a=b",
+        "empty": "",
+    }
+    for bad in ("novalue", "=x", "orch:box=x", "aws:foo=y"):
+        with pytest.raises(UsageError):
+            parse_tags((bad,))

@@ -1,0 +1,206 @@
+"""Rendering a box root module: fixed HCL (golden files) + every value in tfvars JSON.
+
+Regenerate the golden files after an intended template change with
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.plan import Candidate
+from orchestrator.provision import render
+from orchestrator.provision.render import RenderRequest, render_box, render_hcl, tfvars
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW1s3gk1qv0QH0aB orch-x"
+HOSTILE = [
+    '${jsonencode("x")}',
+    "%{ if true }y%{ endif }",
+    'say "hi"',
+    "back\\slash",
+    "two\nlines",
+    '"\n}\nresource "null_resource" "x" {}\n#',
+]
+
+
+def candidate(**changes: object) -> Candidate:
+    values: dict[str, object] = dict(
+        cloud="aws",
+        region="eu-west-1",
+        instance_type="g5.xlarge",
+        market="on-demand",
+        gpu="A10G",
+        gpu_count=1,
+        gpu_memory_gib=24.0,
+        price_per_hour=1.006,
+        samples_per_s=12.5,
+        hours=2.0,
+        cost=2.01,
+        memory_per_gpu_bytes=1,
+        memory_fraction=0.42,
+        image={"ssm_parameter": "/aws/service/deeplearning/ami/x86_64/pytorch/latest/ami-id"},
+        root_volume_gib=150,
+        ssh_user="ubuntu",
+    )
+    values.update(changes)
+    return Candidate(**values)  # type: ignore[arg-type]
+
+
+def request(**changes: object) -> RenderRequest:
+    values: dict[str, object] = dict(
+        name="exp1",
+        owner="me@host",
+        candidate=candidate(),
+        ssh_public_key=KEY,
+        ssh_ingress_cidrs=["203.0.113.7/32"],
+        user_data="#!/bin/sh\necho hi\n",
+        expires_at="2026-12-02T21:00:00Z",
+    )
+    values.update(changes)
+    return RenderRequest(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_rendered_hcl_matches_golden_files(backend):
+    rendered = render_hcl("aws", backend)
+    folder = GOLDEN / "aws" / backend
+    for name, text in rendered.items():
+        golden = folder / name
+        if os.environ.get("UPDATE_GOLDEN"):
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(text)
+        assert text == golden.read_text(), f"{golden} differs (UPDATE_GOLDEN=1 to refresh)"
+
+
+def test_backend_blocks():
+    local = render_hcl("aws", "local")["main.tf"]
+    remote = render_hcl("aws", "s3")["main.tf"]
+    assert 'backend "local"' in local and 'backend "s3"' not in local
+    assert 'backend "s3"' in remote and "use_lockfile = true" in remote
+    assert 'source = "./modules/aws_gpu"' in local
+
+
+def test_every_module_input_is_wired():
+    """Each module variable is passed from a root variable of the same name."""
+    module_vars = Path(render.resource_path("terraform/modules/aws_gpu")) / "variables.tf"
+    names = [
+        line.split('"')[1]
+        for line in module_vars.read_text().splitlines()
+        if line.startswith("variable ")
+    ]
+    main = render_hcl("aws", "local")["main.tf"]
+    variables = render_hcl("aws", "local")["variables.tf"]
+    for name in names:
+        assert f"= var.{name}\n" in main, name
+        assert f'variable "{name}"' in variables, name
+
+
+def test_tfvars_for_an_ssm_image_on_demand():
+    values = tfvars(request())
+    assert values["region"] == "eu-west-1"
+    assert values["instance_type"] == "g5.xlarge"
+    assert values["image_source"] == "ssm_parameter"
+    assert values["ami_ssm_parameter"].endswith("/ami-id")
+    assert values["root_volume_gib"] == 150
+    assert values["market"] == "on-demand" and "spot_max_price" not in values
+    assert values["ssh_ingress_cidrs"] == ["203.0.113.7/32"]
+    assert values["allow_world_ssh"] is False
+    assert values["default_tags"] == {
+        "orch:box": "exp1",
+        "orch:owner": "me@host",
+        "orch:expires-at": "2026-12-02T21:00:00Z",
+        "orch:managed-by": "orch",
+    }
+
+
+def test_tfvars_for_spot_with_a_bid_and_an_ami_id():
+    values = tfvars(
+        request(
+            candidate=candidate(market="spot", image={"id": "ami-0123456789abcdef0"}),
+            spot_max_price=3.5,
+            subnet_id="subnet-0abc",
+        )
+    )
+    assert values["market"] == "spot" and values["spot_max_price"] == "3.5"
+    assert values["image_source"] == "id" and values["ami_id"] == "ami-0123456789abcdef0"
+    assert values["subnet_id"] == "subnet-0abc"
+
+
+def test_tfvars_for_a_name_filter_image():
+    image = {"name_regex": "^Deep Learning.*PyTorch", "owners": "amazon, 123456789012"}
+    values = tfvars(request(candidate=candidate(image=image)))
+    assert values["image_source"] == "name_filter"
+    assert values["ami_name_regex"] == "^Deep Learning.*PyTorch"
+    assert values["ami_owners"] == ["amazon", "123456789012"]
+
+
+def test_an_image_without_a_query_is_a_usage_error():
+    with pytest.raises(UsageError, match="names no AMI"):
+        tfvars(request(candidate=candidate(image={"owners": "amazon"})))
+
+
+def test_render_box_writes_a_self_contained_module(tmp_path):
+    written = render_box(tmp_path / "box", request())
+    box = tmp_path / "box"
+    assert set(written) == {
+        "main.tf",
+        "variables.tf",
+        "outputs.tf",
+        "terraform.tfvars.json",
+        "modules",
+    }
+    for name in ("main.tf", "variables.tf", "outputs.tf", "versions.tf"):
+        assert (box / "modules" / "aws_gpu" / name).is_file()
+    assert json.loads((box / "terraform.tfvars.json").read_text()) == tfvars(request())
+
+
+def test_rerender_replaces_the_module_copy(tmp_path):
+    box = tmp_path / "box"
+    render_box(box, request())
+    stale = box / "modules" / "aws_gpu" / "stale.tf"
+    stale.write_text("# from an older orch")
+    (box / "terraform.tfstate").write_text("{}")
+    render_box(box, request())
+    assert not stale.exists()
+    assert (box / "terraform.tfstate").exists()  # Terraform's data is left alone
+
+
+def test_user_values_never_reach_hcl(tmp_path):
+    tags = {f"k{i}": value for i, value in enumerate(HOSTILE)}
+    req = request(owner=HOSTILE[0], tags=tags, user_data=HOSTILE[5])
+    render_box(tmp_path / "box", req)
+    hcl = "".join(p.read_text() for p in (tmp_path / "box").glob("*.tf"))
+    for value in HOSTILE:
+        assert value not in hcl
+    stored = json.loads((tmp_path / "box" / "terraform.tfvars.json").read_text())
+    assert stored["tags"] == tags  # verbatim after the JSON round trip
+    assert stored["owner"] == HOSTILE[0]
+    assert stored["user_data"] == HOSTILE[5]
+
+
+def test_unknown_cloud():
+    with pytest.raises(UsageError, match="unknown cloud"):
+        render_hcl("gcp", "local")
+
+
+def test_a_cloud_without_its_mapping_module_is_a_clear_error(monkeypatch):
+    """Each cloud's variables come from its own module (Aliyun: aliyun_vars.py)."""
+    assert render.cloud_spec("aliyun").vars_module == "orchestrator.provision.aliyun_vars"
+    missing = render.CloudSpec(module="aliyun_gpu", vars_module="orchestrator.provision.nope")
+    monkeypatch.setitem(render.CLOUDS, "aliyun", missing)
+    with pytest.raises(OrchError, match="cannot provision aliyun boxes yet"):
+        render.cloud_tfvars(request(candidate=candidate(cloud="aliyun")))
+
+
+def test_runtime_env_follows_aws_endpoint_url(monkeypatch):
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    assert render.cloud_runtime_env("aws") == {}
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+    assert render.cloud_runtime_env("aws") == {"TF_VAR_aws_skip_checks": "true"}
