@@ -9,6 +9,11 @@ from typing import Any
 import click
 
 from orchestrator.commands.job_options import job_from_options, job_options
+from orchestrator.commands.selection_options import (
+    explicit,
+    selection_from_options,
+    selection_options,
+)
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError, UsageError
 from orchestrator.plan import Plan, read_plan
 
@@ -52,43 +57,21 @@ def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
     return tags
 
 
-def _plan_from_options(
-    plan_path: str | None,
-    cloud: str,
-    region: str | None,
-    spot: bool,
-    max_price: float | None,
-    deadline: str | None,
-    instance_gpus: int | None,
-    job_kwargs: dict[str, Any],
-) -> Plan:
-    given = {k: v for k, v in job_kwargs.items() if v not in (None, False, (), "")}
+def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
+    """The plan to create: read from --plan, or made now from the same options as `orch plan`."""
+    model_given = any(kwargs.get(k) for k in ("model", "hf_config", "params_m"))
     if plan_path:
-        # Defaults from the job options' own definitions do not count as "given".
-        model_given = any(given.get(k) for k in ("model", "hf_config", "params_m"))
         # --max-price stays allowed: with a plan it is the spot bid.
-        if model_given or region or spot or deadline or instance_gpus:
+        steering = ("region", "spot", "deadline", "throughput")
+        if model_given or any(kwargs.get(k) for k in steering) or explicit("gpus"):
             raise UsageError("give either --plan or plan options (--model ...), not both")
         return read_plan(plan_path)
-    if not any(given.get(k) for k in ("model", "hf_config", "params_m")):
+    if not model_given:
         raise UsageError("give --plan plan.json, or a model to plan for (--model ...)")
-    from orchestrator.commands.durations import parse_hours
-    from orchestrator.sizing.select import PlanOptions, plan_job
+    from orchestrator.sizing.select import plan_job
 
-    job = job_from_options(**job_kwargs)
-    if max_price is not None and max_price <= 0:
-        raise UsageError("--max-price must be positive")
-    return plan_job(
-        job,
-        PlanOptions(
-            cloud=cloud,
-            region=region,
-            spot=spot,
-            max_price=max_price,
-            deadline_hours=parse_hours(deadline, "--deadline") if deadline else None,
-            gpus=instance_gpus,
-        ),
-    )
+    job = job_from_options(**kwargs)
+    return plan_job(job, selection_from_options(job, **kwargs))
 
 
 @click.command("up")
@@ -106,20 +89,16 @@ def _plan_from_options(
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Extra tag (repeatable).")
 @click.option("--subnet-id", help="Launch in this subnet instead of the default VPC.")
 @click.option("--no-check", is_flag=True, help="Skip the GPU check after the box is up.")
+@click.option(
+    "--check-via",
+    type=click.Choice(["ssh", "ssm", "cloud-assistant"]),
+    default="ssh",
+    show_default=True,
+    help="How the post-boot check reaches the box (cloud agents need no SSH ingress).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the box as one JSON object.")
 @job_options
-@click.option(
-    "--cloud",
-    type=click.Choice(["aws", "aliyun", "any"]),
-    default="any",
-    show_default=True,
-    help="Without --plan: which clouds to consider.",
-)
-@click.option("--region", help="Without --plan: only this region.")
-@click.option("--spot", is_flag=True, help="Without --plan: also consider spot capacity.")
-@click.option("--max-price", type=float, help="Highest USD per hour (also the spot bid).")
-@click.option("--deadline", help="Without --plan: the job must finish within this time.")
-@click.option("--instance-gpus", type=int, help="Without --plan: GPUs per instance.")
+@selection_options
 def up(
     plan_path: str | None,
     name: str,
@@ -130,14 +109,9 @@ def up(
     tags: tuple[str, ...],
     subnet_id: str | None,
     no_check: bool,
+    check_via: str,
     as_json: bool,
-    cloud: str,
-    region: str | None,
-    spot: bool,
-    max_price: float | None,
-    deadline: str | None,
-    instance_gpus: int | None,
-    **job_kwargs: Any,
+    **kwargs: Any,
 ) -> None:
     """Create a box from a plan (the choice, then its alternatives on capacity errors).
 
@@ -156,9 +130,7 @@ def up(
     extra_tags = parse_tags(tags)
     if state_url:
         state_backend.parse_state_url(state_url)
-    plan = _plan_from_options(
-        plan_path, cloud, region, spot, max_price, deadline, instance_gpus, job_kwargs
-    )
+    plan = _plan_from_options(plan_path, kwargs)
     if not cidrs:
         cidrs = [lifecycle.discover_caller_cidr()]
     options = lifecycle.UpOptions(
@@ -168,13 +140,13 @@ def up(
         allow_world_ssh=allow_world_ssh,
         state_url=state_url,
         tags=extra_tags,
-        spot_max_price=max_price,
+        spot_max_price=kwargs.get("max_price"),
         subnet_id=subnet_id,
     )
     box = lifecycle.up(plan, options, _say(as_json), _progress(as_json))
     summary = lifecycle.box_summary(box)
     if not no_check:
-        _check(box, as_json)
+        _check(box, as_json, check_via)
     if as_json:
         keys = (
             "name",
@@ -204,12 +176,12 @@ def up(
     )
 
 
-def _check(box: Any, quiet: bool) -> None:
+def _check(box: Any, quiet: bool, via: str) -> None:
     from orchestrator.check.verify import check_box
 
     if not quiet:
         click.echo(f"orch: checking the GPUs of box {box.name} (up to 10 minutes)...", err=True)
-    report = check_box(box, ssh_config=None, timeout=600)
+    report = check_box(box, ssh_config=None, timeout=600, via=via)
     if not report.ok:
         problems = "; ".join(check.message for check in report.failures())
         raise OrchError(

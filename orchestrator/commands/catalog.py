@@ -216,3 +216,140 @@ def models_command(as_json: bool) -> None:
             ]
         )
     _emit(as_json, [asdict(entry) for entry in models], format_table(headers, rows))
+
+
+# --------------------------------------------------------------------------------- refresh
+
+REGION_PATTERN = r"[a-z]{2}(-[a-z0-9]+)+"
+
+
+def _price_cell(old: float | None, new: float | None) -> str:
+    def show(value: float | None) -> str:
+        return "-" if value is None else f"{value:g}"
+
+    return show(new) if old == new else f"{show(old)} -> {show(new)}"
+
+
+def _refresh_regions(cloud: str, given: Sequence[str]) -> list[str]:
+    import re
+
+    for region in given:
+        if not re.fullmatch(REGION_PATTERN, region):
+            raise UsageError(f"{region!r} is not a region id", hint="e.g. cn-hangzhou")
+    if given:
+        return sorted(set(given))
+    regions = sorted(_known_regions(load_instances(cloud)))
+    if not regions:
+        raise UsageError(f"the catalog lists no {cloud} region", hint="name one with --region")
+    return regions
+
+
+@catalog.command(name="refresh")
+@click.option(
+    "--cloud", type=click.Choice(CLOUDS), required=True, help="Whose prices to fetch (aliyun)."
+)
+@click.option(
+    "--region",
+    "regions",
+    multiple=True,
+    help="Region to price (repeatable). Default: every region the catalog has prices for.",
+)
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    help="Instance type to price (repeatable). Default: all of the cloud's catalog types.",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report instead of a table.")
+def refresh_command(
+    cloud: str, regions: tuple[str, ...], types: tuple[str, ...], dry_run: bool, as_json: bool
+) -> None:
+    """Fetch current prices from the cloud's price API into your price overlay.
+
+    \b
+    Alibaba Cloud: ECS DescribePrice (pay-as-you-go and spot, per hour, Linux, the instance
+    without its disk), with the standard credentials (ALIBABA_CLOUD_ACCESS_KEY_ID, ...).
+    The prices go to $XDG_DATA_HOME/orch/prices/<cloud>.toml, never into the package; the
+    catalog, `orch plan` and `orch up` then use them over the shipped ones. A type the API
+    cannot price keeps its old figure. Delete the file to go back to the shipped prices.
+
+    \b
+    Examples:
+      orch catalog refresh --cloud aliyun --dry-run
+      orch catalog refresh --cloud aliyun --region cn-hangzhou --type ecs.gn7i-c8g1.2xlarge
+    """
+    import datetime as dt
+
+    from orchestrator.catalog import find_instance
+    from orchestrator.catalog import overlay as price_overlay
+
+    if cloud == "aws":
+        raise UsageError(
+            "AWS prices come from the snapshot shipped with orch; `catalog refresh` fetches"
+            " Alibaba Cloud prices only",
+            hint="docs/catalog.md, 'How to update prices', explains refreshing the AWS snapshot",
+        )
+    instances = load_instances(cloud)
+    names = list(dict.fromkeys(find_instance(cloud, t).name for t in types)) or [
+        row.name for row in instances
+    ]
+    wanted_regions = _refresh_regions(cloud, regions)
+    if not as_json:
+        click.echo(
+            f"asking DescribePrice for {len(names)} type(s) in {', '.join(wanted_regions)} ...",
+            err=True,
+        )
+    from orchestrator.clouds import aliyun  # the SDK loads here, never for the other commands
+
+    fetched = aliyun.refresh_prices(wanted_regions, names, currency="USD")
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    updated, changes = price_overlay.merge_refresh(
+        price_overlay.read_overlay(cloud),
+        {row.name: dict(row.prices) for row in instances},
+        fetched,
+        date=today,
+        source_for_region=lambda region: f"Alibaba Cloud DescribePrice API (region {region})",
+    )
+    path = price_overlay.overlay_path(cloud)
+    priced = [c for c in changes if c.status != "unavailable"]
+    written = bool(priced) and not dry_run
+    if written:
+        price_overlay.write_overlay(cloud, updated, today)
+    counts: dict[str, int] = {}
+    for change in changes:
+        counts[change.status] = counts.get(change.status, 0) + 1
+    if as_json:
+        payload = {
+            "cloud": cloud,
+            "date": today,
+            "regions": wanted_regions,
+            "overlay": str(path),
+            "dry_run": dry_run,
+            "written": written,
+            "counts": counts,
+            "prices": [change.to_dict() for change in changes],
+        }
+        click.echo(json.dumps(payload, indent=2))
+        return
+    shown = [c for c in changes if c.status in ("changed", "new")]
+    if shown:
+        rows = [
+            [
+                c.instance_type,
+                c.region,
+                _price_cell(*(getattr(p, "on_demand", None) for p in (c.old, c.new))),
+                _price_cell(*(getattr(p, "spot", None) for p in (c.old, c.new))),
+            ]
+            for c in shown
+        ]
+        click.echo(format_table(["TYPE", "REGION", "ON-DEMAND $/H", "SPOT $/H"], rows))
+        click.echo("")
+    order = ("changed", "new", "unchanged", "unavailable")
+    words = {"unavailable": "not priced by the API (old figure kept)"}
+    summary = ", ".join(f"{counts[s]} {words.get(s, s)}" for s in order if counts.get(s))
+    click.echo(summary or "nothing to price")
+    if written:
+        click.echo(f"wrote {path}")
+    elif dry_run and priced:
+        click.echo(f"dry run: {path} not written")

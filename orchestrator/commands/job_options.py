@@ -59,7 +59,13 @@ _SHAPE_OPTIONS = (
         show_default=True,
         help="sdpa (flash / memory-efficient) or eager (stores the score matrices).",
     ),
-    click.option("--gpus", type=int, default=1, show_default=True, help="Data-parallel GPUs."),
+    click.option(
+        "--gpus",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Data-parallel GPUs; for plan/up, only boxes with exactly this many GPUs.",
+    ),
     click.option(
         "--zero",
         type=click.IntRange(0, 3),

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
-from orchestrator.commands.durations import parse_hours
 from orchestrator.commands.job_options import job_from_options, job_options
+from orchestrator.commands.selection_options import selection_from_options, selection_options
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, write_plan
 from orchestrator.sizing.select import (
-    PlanOptions,
     Ranking,
     nothing_fits_message,
     plan_from_ranking,
@@ -20,54 +20,9 @@ from orchestrator.sizing.select import (
 from orchestrator.textui import fit_bar, gib, table
 
 
-def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
-    """--throughput A10G=123.4 (repeatable): a user's measured samples/s per GPU."""
-    result: dict[str, float] = {}
-    for value in values:
-        name, sep, number = value.partition("=")
-        try:
-            rate = float(number)
-        except ValueError:
-            rate = -1.0
-        if not sep or rate <= 0:
-            raise UsageError(f"--throughput expects GPU=SAMPLES_PER_S, got {value!r}")
-        result[name.strip()] = rate
-    return result
-
-
 @click.command("plan")
 @job_options
-@click.option(
-    "--cloud",
-    type=click.Choice(["aws", "aliyun", "any"]),
-    default="any",
-    show_default=True,
-    help="Which clouds to consider.",
-)
-@click.option("--region", help="Only this region (e.g. us-east-1, cn-hangzhou).")
-@click.option("--spot", is_flag=True, help="Also consider spot capacity (ranked with on-demand).")
-@click.option("--max-price", type=float, help="Highest USD per hour for the whole instance.")
-@click.option("--deadline", help="The job must finish within this time (e.g. 6h, 90m).")
-@click.option(
-    "--headroom",
-    type=click.FloatRange(0.1, 1.0),
-    default=0.9,
-    show_default=True,
-    help="Fraction of GPU memory the estimated peak may use.",
-)
-@click.option(
-    "--throughput",
-    "throughput",
-    multiple=True,
-    metavar="GPU=SAMPLES_PER_S",
-    help="Your measured samples/s per GPU; overrides the model (repeatable).",
-)
-@click.option(
-    "--dataset-gib",
-    type=click.FloatRange(min=0),
-    default=0.0,
-    help="Dataset size on disk, to size the root volume.",
-)
+@selection_options
 @click.option(
     "--top",
     type=click.IntRange(min=1),
@@ -83,20 +38,7 @@ def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
     help="Write the decision to this plan.json for `orch up`.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(
-    cloud: str,
-    region: str | None,
-    spot: bool,
-    max_price: float | None,
-    deadline: str | None,
-    headroom: float,
-    throughput: tuple[str, ...],
-    dataset_gib: float,
-    top: int,
-    output: str | None,
-    as_json: bool,
-    **job_kwargs: object,
-) -> None:
+def plan(top: int, output: str | None, as_json: bool, **kwargs: Any) -> None:
     """Pick the instance with the lowest cost per job that fits in GPU memory.
 
     Ranks every (cloud, region, instance type, market) whose per-GPU memory estimate stays
@@ -104,20 +46,8 @@ def plan(
     with --dataset-size; 100,000 samples when neither is given), then by time. With --gpus N
     only boxes with exactly N GPUs are considered.
     """
-    job = job_from_options(**job_kwargs)
-    if max_price is not None and max_price <= 0:
-        raise UsageError("--max-price must be positive")
-    options = PlanOptions(
-        cloud=cloud,
-        region=region,
-        spot=spot,
-        max_price=max_price,
-        deadline_hours=parse_hours(deadline, "--deadline") if deadline else None,
-        gpus=job.gpus if explicit("gpus") else None,
-        headroom=headroom,
-        throughput=parse_throughput(throughput),
-        dataset_gib=dataset_gib,
-    )
+    job = job_from_options(**kwargs)
+    options = selection_from_options(job, **kwargs)
     ranking = rank(job, options)
     if not any(c.cost is not None for c in ranking.candidates):
         raise UsageError(nothing_fits_message(job, options, ranking))
@@ -130,12 +60,6 @@ def plan(
     click.echo(render_ranking(ranking, top))
     if output:
         click.echo(f"Wrote {output}: `orch up --plan {output} --name NAME` creates the box.")
-
-
-def explicit(parameter: str) -> bool:
-    """Whether the user gave an option, as opposed to click filling in its default."""
-    source = click.get_current_context().get_parameter_source(parameter)
-    return source is not None and source.name == "COMMANDLINE"
 
 
 def best_per_type(candidates: list[Candidate]) -> list[Candidate]:

@@ -63,6 +63,7 @@ CAPACITY_ERROR_CODES = (
     "VcpuLimitExceeded",
     "MaxSpotInstanceCountExceeded",
     "SpotMaxPriceTooLow",
+    "InvalidSpotPriceLimit.LowerThanPublicPrice",
     "InsufficientFreeAddressesInSubnet",
     "Unsupported",
     "UnsupportedOperation",
