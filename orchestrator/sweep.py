@@ -4,14 +4,15 @@ A box leaks when nobody runs `orch down`: a CI job is cancelled, a laptop goes a
 state is deleted. Its resources still carry the tags orch puts on everything it creates
 (`orch:box`, `orch:expires-at`), so the sweeper works from the cloud's view and needs no local
 state at all. Resources are grouped per (cloud, region, box name); a group whose expiry has
-passed is destroyed (instances first, then their security groups and key pairs); a group with
-a future expiry, or none, is left alone.
+passed is destroyed in dependency order (instances; once the cloud has released them, key pairs,
+security groups, vSwitches, VPCs); a group with a future expiry, or none, is left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,12 +21,17 @@ from typing import Any, Protocol
 from orchestrator.errors import OrchError, UsageError
 
 CLOUDS = ("aws", "aliyun")
-KIND_ORDER = {"instance": 0, "security_group": 1, "key_pair": 2}
+# Deletion order within a box: what holds a resource goes before it.
+KIND_ORDER = {"instance": 0, "security_group": 1, "key_pair": 2, "vswitch": 3, "vpc": 4}
+# How long to keep retrying a delete that another resource still blocks (DependencyViolation),
+# and the longest pause between tries.
+DEPENDENCY_RETRY_S = 120.0
+DEPENDENCY_PAUSE_S = 10.0
 
 
 @dataclass
 class Resource:
-    kind: str  # "instance" | "security_group" | "key_pair"
+    kind: str  # "instance" | "security_group" | "key_pair" | "vswitch" | "vpc"
     id: str
     name: str
     tags: dict[str, str] = field(default_factory=dict)
@@ -161,119 +167,75 @@ class AwsSweeper:
 
 
 class AliyunSweeper:
-    """Instances through orchestrator.clouds.aliyun; security groups and key pairs by tag."""
+    """Instances, security groups, key pairs, vSwitches and VPCs by their orch:box tag."""
 
     cloud = "aliyun"
 
     def list(self, region: str) -> list[Resource]:
         from orchestrator.clouds import aliyun
 
+        wanted: dict[str, str | None] = {"orch:box": None}
         found = [
             Resource("instance", i.id, i.instance_type, dict(i.tags))
-            for i in aliyun.list_tagged_instances(region, {"orch:box": None})
+            for i in aliyun.list_tagged_instances(region, wanted)
         ]
-        return found + _aliyun_groups_and_keys(region)
+        for lister in (
+            aliyun.list_tagged_security_groups,
+            aliyun.list_tagged_key_pairs,
+            aliyun.list_tagged_vswitches,
+            aliyun.list_tagged_vpcs,
+        ):
+            found += [Resource(r.kind, r.id, r.name, dict(r.tags)) for r in lister(region, wanted)]
+        return found
 
     def destroy(self, region: str, resources: list[Resource]) -> None:
         from orchestrator.clouds import aliyun
 
-        for resource in resources:
-            if resource.kind == "instance":
-                aliyun.release_instance(region, resource.id)
-        _aliyun_delete_groups_and_keys(region, resources)
+        def ids(kind: str) -> list[str]:
+            return [r.id for r in resources if r.kind == kind]
+
+        instances = ids("instance")
+        for instance_id in instances:
+            aliyun.release_instance(region, instance_id)
+        # Security groups and vSwitches stay busy until ECS has released the instances.
+        aliyun.wait_instances_released(region, instances)
+        aliyun.delete_key_pairs(region, ids("key_pair"))
+        for group_id in ids("security_group"):
+            retry_while_blocked(lambda g=group_id: aliyun.delete_security_group(region, g))
+        for vswitch_id in ids("vswitch"):
+            retry_while_blocked(lambda v=vswitch_id: aliyun.delete_vswitch(region, v))
+        for vpc_id in ids("vpc"):
+            retry_while_blocked(lambda v=vpc_id: aliyun.delete_vpc(region, v))
 
 
-def _aliyun_tags(item: Any) -> dict[str, str]:
-    tags = getattr(getattr(item, "tags", None), "tag", None) or []
-    return {t.tag_key: t.tag_value or "" for t in tags}
+def _blocked(code: str) -> bool:
+    """An error that goes away once what holds the resource is gone."""
+    return code.startswith(("DependencyViolation", "Incorrect")) or code == "OperationConflict"
 
 
-def _aliyun_groups_and_keys(region: str) -> list[Resource]:
-    from alibabacloud_ecs20140526 import models
+def retry_while_blocked(
+    delete: Callable[[], None],
+    timeout_s: float | None = None,
+    pause_s: float | None = None,
+) -> None:
+    """Call `delete` until it stops failing with DependencyViolation (or a busy status).
 
-    from orchestrator.clouds import aliyun
-
-    ecs = aliyun.ecs_client(region)
-    found: list[Resource] = []
-    token: str | None = None
-    while True:  # security groups: token pagination
-        request = models.DescribeSecurityGroupsRequest(
-            region_id=region,
-            tag=[models.DescribeSecurityGroupsRequestTag(key="orch:box")],
-            max_results=100,
-            next_token=token,
-        )
-        body = _aliyun_call(
-            "DescribeSecurityGroups", lambda r=request: ecs.describe_security_groups(r)
-        )
-        groups = body.security_groups.security_group if body.security_groups else []
-        for group in groups or []:
-            found.append(
-                Resource(
-                    "security_group",
-                    group.security_group_id,
-                    group.security_group_name or "",
-                    _aliyun_tags(group),
-                )
-            )
-        token = body.next_token
-        if not token:
-            break
-    page = 1
-    while True:  # key pairs: page-number pagination
-        request = models.DescribeKeyPairsRequest(
-            region_id=region,
-            tag=[models.DescribeKeyPairsRequestTag(key="orch:box")],
-            page_number=page,
-            page_size=50,
-        )
-        body = _aliyun_call("DescribeKeyPairs", lambda r=request: ecs.describe_key_pairs(r))
-        pairs = (body.key_pairs.key_pair if body.key_pairs else None) or []
-        for pair in pairs:
-            found.append(
-                Resource("key_pair", pair.key_pair_name, pair.key_pair_name, _aliyun_tags(pair))
-            )
-        if len(pairs) < 50 or page * 50 >= int(body.total_count or 0):
-            break
-        page += 1
-    return found
-
-
-def _aliyun_delete_groups_and_keys(region: str, resources: list[Resource]) -> None:
-    import time
-
-    from alibabacloud_ecs20140526 import models
-
-    from orchestrator.clouds import aliyun
-
-    ecs = aliyun.ecs_client(region)
-    for resource in resources:
-        if resource.kind != "security_group":
-            continue
-        request = models.DeleteSecurityGroupRequest(region_id=region, security_group_id=resource.id)
-        for attempt in range(30):  # a released instance may hold the group for a while
-            try:
-                _aliyun_call("DeleteSecurityGroup", lambda r=request: ecs.delete_security_group(r))
-                break
-            except OrchError as exc:
-                code = getattr(exc, "code", "")
-                if code == "InvalidSecurityGroupId.NotFound":
-                    break
-                if code != "DependencyViolation" or attempt == 29:
-                    raise
-                time.sleep(10)
-    names = [r.id for r in resources if r.kind == "key_pair"]
-    if names:
-        import json
-
-        request = models.DeleteKeyPairsRequest(region_id=region, key_pair_names=json.dumps(names))
-        _aliyun_call("DeleteKeyPairs", lambda: ecs.delete_key_pairs(request))
-
-
-def _aliyun_call(what: str, fn: Callable[[], Any]) -> Any:
-    from orchestrator.clouds import aliyun
-
-    return aliyun._call(what, fn).body  # noqa: SLF001 - the Aliyun module's error mapping
+    A released instance holds its security group and vSwitch for a while, a vSwitch holds its
+    VPC; anything else, or the same error after `timeout_s`, is raised.
+    """
+    timeout_s = DEPENDENCY_RETRY_S if timeout_s is None else timeout_s
+    pause_s = DEPENDENCY_PAUSE_S if pause_s is None else pause_s
+    deadline = time.monotonic() + timeout_s
+    pause = min(1.0, pause_s)
+    while True:
+        try:
+            delete()
+            return
+        except OrchError as exc:
+            if not _blocked(getattr(exc, "code", "")) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, pause_s)
 
 
 def sweeper_for(cloud: str) -> CloudSweeper:

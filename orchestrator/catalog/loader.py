@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from orchestrator.catalog.overlay import apply_overlay, read_overlay
 from orchestrator.catalog.schema import (
     Gpu,
     InstanceType,
@@ -44,10 +45,20 @@ class CatalogError(OrchError):
 def _read(filename: str) -> dict[str, Any]:
     path = DATA_DIR / filename
     try:
-        stat = path.stat()
+        return read_toml_cached(path, filename)
     except FileNotFoundError as exc:
         raise CatalogError(f"catalog data file missing: {path}") from exc
-    cached = _parse_cache(filename, stat.st_mtime_ns, stat.st_size)
+    except ValueError as exc:  # tomllib.TOMLDecodeError
+        raise CatalogError(f"catalog data file {filename} is not valid TOML: {exc}") from exc
+
+
+def read_toml_cached(path: Path, cache_name: str) -> dict[str, Any]:
+    """Parse a TOML file, through a pickle cache kept under `cache_name` (see _parse_cache).
+
+    Raises FileNotFoundError, or ValueError (tomllib.TOMLDecodeError) for a malformed file.
+    """
+    stat = path.stat()
+    cached = _parse_cache(cache_name, stat.st_mtime_ns, stat.st_size)
     try:
         data = pickle.loads(cached.read_bytes())
         if isinstance(data, dict):
@@ -56,11 +67,8 @@ def _read(filename: str) -> dict[str, Any]:
         pass
     import tomllib  # only on a cache miss: the parser costs more start-up than the rest
 
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"catalog data file {filename} is not valid TOML: {exc}") from exc
+    with path.open("rb") as handle:
+        data = tomllib.load(handle)
     _write_quietly(cached, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
     return data
 
@@ -174,6 +182,7 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
     data = _read(f"{cloud}.toml")
     shared = data.get("sources", {})
     defaults = data.get("defaults", {})
+    overlay = read_overlay(cloud)  # {} unless `orch catalog refresh` wrote one
     rows = []
     for raw in data.get("instance", []):
         where = f"{cloud}.toml instance {raw.get('name')!r}"
@@ -184,6 +193,8 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
             )
             for region, p in raw.get("prices", {}).items()
         }
+        price_source = _source(raw.get("price_source", defaults.get("price_source")), shared, where)
+        prices, price_source = apply_overlay(cloud, prices, price_source, overlay.get(raw["name"]))
         rows.append(
             InstanceType(
                 cloud=cloud,
@@ -197,9 +208,7 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
                 efa=bool(raw.get("efa", False)),
                 prices=prices,
                 source=_source(raw.get("source", defaults.get("source")), shared, where),
-                price_source=_source(
-                    raw.get("price_source", defaults.get("price_source")), shared, where
-                ),
+                price_source=price_source,
                 local_nvme_gib=int(raw.get("local_nvme_gib", 0)),
                 legacy=bool(raw.get("legacy", False)),
                 legacy_note=raw.get("legacy_note", ""),

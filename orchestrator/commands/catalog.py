@@ -1,6 +1,8 @@
-"""`orch catalog gpus|instances|models`: show the shipped catalog as aligned tables or JSON.
+"""`orch catalog gpus|instances|models`: show the catalog as aligned tables or JSON;
+`orch catalog refresh`: fetch current prices into the user's price overlay.
 
-Offline: reads only the TOML data files (no cloud SDK, no Terraform).
+gpus/instances/models are offline: they read only the TOML data files and the price overlay
+(no cloud SDK, no Terraform). `refresh` imports the cloud SDK inside its own body.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def catalog(ctx: click.Context) -> None:
     Examples:
       orch catalog instances --cloud aws --region us-east-1
       orch catalog models --json
+      orch catalog refresh --cloud aliyun      fetch current prices (DescribePrice)
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
@@ -268,10 +271,10 @@ def refresh_command(
     """Fetch current prices from the cloud's price API into your price overlay.
 
     \b
-    Alibaba Cloud: ECS DescribePrice (pay-as-you-go and spot, per hour, Linux, the instance
-    without its disk), with the standard credentials (ALIBABA_CLOUD_ACCESS_KEY_ID, ...).
-    The prices go to $XDG_DATA_HOME/orch/prices/<cloud>.toml, never into the package; the
-    catalog, `orch plan` and `orch up` then use them over the shipped ones. A type the API
+    Alibaba Cloud: ECS DescribePrice (pay-as-you-go and spot, USD per hour, the instance
+    without its system disk), with the standard credentials (ALIBABA_CLOUD_ACCESS_KEY_ID,
+    ...). The prices go to $XDG_DATA_HOME/orch/prices/<cloud>.toml, never into the package;
+    `orch catalog` and `orch plan` then use them over the shipped ones. A type the API
     cannot price keeps its old figure. Delete the file to go back to the shipped prices.
 
     \b

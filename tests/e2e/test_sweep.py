@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -298,13 +300,32 @@ def aliyun(tmp_path: Path):
     emulator.stop()
 
 
-def aliyun_box(backend, image: str, vswitch, box: str, expires: str, count: int) -> dict:
-    """Set-up straight into the emulator's backend; the sweeper then uses the SDK over HTTP."""
+def aliyun_box(
+    backend, image: str, box: str, expires: str, count: int, *, shared_vswitch=None
+) -> dict:
+    """A box as the aliyun_gpu module builds it: its own tagged VPC and vSwitch (or a user's
+    untagged vSwitch), a security group, a key pair and `count` instances, all tagged.
+
+    Set-up goes straight into the emulator's backend; the sweeper then uses the SDK over HTTP.
+    """
+    from tests.sim.aliyun.data import zones_of
+
     labels = {"orch:box": box, "orch:owner": "ci", "orch:expires-at": expires}
+    network: dict[str, str] = {}
+    vswitch = shared_vswitch
+    if vswitch is None:
+        vpc = backend.create_vpc(ALIYUN_REGION, "10.0.0.0/16", f"orch-{box}", "", labels)
+        zone = zones_of(ALIYUN_REGION)[0]
+        vswitch = backend.create_vswitch(
+            ALIYUN_REGION, vpc.id, zone, "10.0.1.0/24", f"orch-{box}", "", labels
+        )
+        network = {"vpc": vpc.id, "vswitch": vswitch.id}
     group = backend.create_security_group(
         ALIYUN_REGION, vswitch.vpc_id, f"orch-{box}", "orch box", "normal", labels
     )
     key = backend.import_key_pair(ALIYUN_REGION, f"orch-{box}", PUBLIC_KEY, labels)
+    if not count:
+        return {"group": group.id, "key": key.name, "instances": set(), **network}
     ids = backend.run_instances(
         ALIYUN_REGION,
         {
@@ -318,32 +339,104 @@ def aliyun_box(backend, image: str, vswitch, box: str, expires: str, count: int)
             "Tags": labels,
         },
     )
-    return {"group": group.id, "key": key.name, "instances": set(ids)}
+    return {"group": group.id, "key": key.name, "instances": set(ids), **network}
 
 
 def test_sweep_aliyun_releases_expired_boxes(aliyun):
     emulator, env, image = aliyun
     backend = emulator.backend
-    vpc = backend.create_vpc(ALIYUN_REGION, "10.0.0.0/16", "orch-test", "", {})
     from tests.sim.aliyun.data import zones_of
 
-    zone = zones_of(ALIYUN_REGION)[0]
-    vswitch = backend.create_vswitch(ALIYUN_REGION, vpc.id, zone, "10.0.1.0/24", "v", "", {})
-    old = [aliyun_box(backend, image, vswitch, f"old-{n}", PAST, 2) for n in range(3)]
-    new = [aliyun_box(backend, image, vswitch, f"new-{n}", FUTURE, 1) for n in range(2)]
-    assert [len(b["instances"]) for b in old + new] == [2, 2, 2, 1, 1]
+    # A user's network, untagged (`--vswitch-id`): boxes in it are swept, the network is not.
+    user_vpc = backend.create_vpc(ALIYUN_REGION, "10.9.0.0/16", "team-net", "", {})
+    user_vswitch = backend.create_vswitch(
+        ALIYUN_REGION, user_vpc.id, zones_of(ALIYUN_REGION)[0], "10.9.1.0/24", "team", "", {}
+    )
+    old = [aliyun_box(backend, image, f"old-{n}", PAST, 2) for n in range(3)]
+    old.append(aliyun_box(backend, image, "old-shared", PAST, 1, shared_vswitch=user_vswitch))
+    # The in-guest timer already powered this one off and ECS released it: its network,
+    # group and key are what is left.
+    old.append(aliyun_box(backend, image, "old-orphan", PAST, 0))
+    new = [aliyun_box(backend, image, f"new-{n}", FUTURE, 1) for n in range(2)]
+    new.append(aliyun_box(backend, image, "new-shared", FUTURE, 1, shared_vswitch=user_vswitch))
+    assert [len(b["instances"]) for b in old + new] == [2, 2, 2, 1, 0, 1, 1, 1]
+
+    dry = orch(env, "sweep", "--cloud", "aliyun", "--region", ALIYUN_REGION, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["counts"] == {"would-destroy": 5, "kept": 3}
+    assert {v for b in old if (v := b.get("vpc"))} <= set(backend.vpcs)
 
     result = orch(env, "sweep", "--cloud", "aliyun", "--region", ALIYUN_REGION, "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["counts"] == {"destroyed": 3, "kept": 2}
+    assert report["counts"] == {"destroyed": 5, "kept": 3}
+    swept = {b["box"]: b for b in report["boxes"] if b["action"] == "destroyed"}
+    assert [r["kind"] for r in swept["old-0"]["resources"]] == [
+        "instance", "instance", "security_group", "key_pair", "vswitch", "vpc",
+    ]  # fmt: skip
 
     instances = {i.id for i in backend.list_instances(ALIYUN_REGION)}
     groups = set(backend.security_groups)
     keys = {name for (_, name) in backend.key_pairs}
+    vpcs, vswitches = set(backend.vpcs), set(backend.vswitches)
     for box in old:
         assert instances.isdisjoint(box["instances"])
         assert box["group"] not in groups and box["key"] not in keys
+        assert box.get("vpc") not in vpcs and box.get("vswitch") not in vswitches
     for box in new:
         assert box["instances"] <= instances
         assert box["group"] in groups and box["key"] in keys
+        assert box.get("vpc", user_vpc.id) in vpcs
+        assert box.get("vswitch", user_vswitch.id) in vswitches
+    # The user's network outlives the expired box that used it; nothing else is left over.
+    assert vpcs == {user_vpc.id} | {b["vpc"] for b in new if "vpc" in b}
+    assert vswitches == {user_vswitch.id} | {b["vswitch"] for b in new if "vswitch" in b}
+
+    again = orch(env, "sweep", "--cloud", "aliyun", "--region", ALIYUN_REGION, "--json")
+    assert json.loads(again.stdout)["counts"] == {"kept": 3}
+
+
+def test_aliyun_helpers_page_filter_and_wait_out_dependencies(aliyun, monkeypatch):
+    """The public helpers the sweeper uses, in-process, against the emulator over HTTP."""
+    emulator, env, _ = aliyun
+    for key, value in env.items():
+        if key.startswith("ALIBABA_CLOUD_"):
+            monkeypatch.setenv(key, value)
+    from orchestrator.clouds import aliyun as api
+    from orchestrator.sweep import retry_while_blocked
+    from tests.sim.aliyun.data import zones_of
+
+    backend = emulator.backend
+    zone = zones_of(ALIYUN_REGION)[0]
+    for n in range(60):  # more than one page (DescribeVpcs returns at most 50)
+        labels = {"orch:box": f"b-{n}"}
+        vpc = backend.create_vpc(ALIYUN_REGION, "10.0.0.0/16", f"v{n}", "", labels)
+        backend.create_vswitch(ALIYUN_REGION, vpc.id, zone, "10.0.1.0/24", f"s{n}", "", labels)
+    backend.create_vpc(ALIYUN_REGION, "10.0.0.0/16", "untagged", "", {})
+    assert len(api.list_tagged_vpcs(ALIYUN_REGION, {"orch:box": None})) == 60
+    (seven,) = api.list_tagged_vpcs(ALIYUN_REGION, {"orch:box": "b-7"})
+    assert (seven.kind, seven.name, seven.tags) == ("vpc", "v7", {"orch:box": "b-7"})
+    switches = api.list_tagged_vswitches(ALIYUN_REGION, {"orch:box": None})
+    assert len(switches) == 60 and {s.vpc_id for s in switches} == {
+        v.id for v in backend.vpcs.values() if v.tags
+    }
+    (switch,) = [s for s in switches if s.vpc_id == seven.id]
+
+    # Blocked for good: the API's error comes back once the retry window has passed.
+    with pytest.raises(api.AliyunError) as caught:
+        retry_while_blocked(lambda: api.delete_vpc(ALIYUN_REGION, seven.id), 0.5, 0.1)
+    assert caught.value.code == "DependencyViolation.VSwitch"
+    # Blocked for a while: the retry outlasts the blocker.
+    timer = threading.Timer(0.5, backend.delete_vswitch, (ALIYUN_REGION, switch.id))
+    timer.start()
+    retry_while_blocked(lambda: api.delete_vpc(ALIYUN_REGION, seven.id), 30, 0.2)
+    timer.join()
+    assert seven.id not in backend.vpcs
+    # What is already gone is not an error; other errors are not retried.
+    api.delete_vpc(ALIYUN_REGION, seven.id)
+    api.delete_vswitch(ALIYUN_REGION, switch.id)
+    api.delete_security_group(ALIYUN_REGION, "sg-0000000000000000000")
+    started = time.monotonic()
+    with pytest.raises(api.AliyunError) as caught:
+        retry_while_blocked(lambda: api.list_tagged_vpcs("Not A Region", {}), 30, 0.2)
+    assert caught.value.code == "InvalidRegionId.NotFound" and time.monotonic() - started < 5
