@@ -18,7 +18,11 @@ from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE, OrchError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("orchestrator.commands.plan", "plan", "Pick the cheapest instance that fits a job."),
     "estimate": ("orchestrator.commands.estimate", "estimate", "Estimate per-GPU memory."),
-    "catalog": ("orchestrator.commands.catalog", "catalog", "List GPUs, instances, models."),
+    "catalog": (
+        "orchestrator.commands.catalog",
+        "catalog",
+        "List GPUs, instances, models; refresh prices.",
+    ),
     "up": ("orchestrator.commands.boxes", "up", "Create a box from a plan."),
     "down": ("orchestrator.commands.boxes", "down", "Destroy a box and all it created."),
     "status": ("orchestrator.commands.boxes", "status", "Show boxes and their state."),

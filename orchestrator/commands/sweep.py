@@ -25,7 +25,8 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
 @click.pass_context
 def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
-    """Destroy boxes whose orch:expires-at has passed, with their security groups and keys.
+    """Destroy boxes whose orch:expires-at has passed, with their security groups and keys
+    (and, on Aliyun, their tagged VPCs and vSwitches).
 
     \b
     Boxes are found by their orch:box tag in the cloud itself, so boxes whose local
