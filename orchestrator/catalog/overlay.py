@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -266,7 +267,7 @@ def merge_refresh(
     fetched: dict[str, dict[str, dict[str, float | None]]],
     *,
     date: str,
-    source_for_region: Any,
+    source_for_region: Callable[[str], str],
 ) -> tuple[Overlay, list[PriceChange]]:
     """Lay freshly fetched prices over `overlay`.
 

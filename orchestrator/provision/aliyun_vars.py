@@ -6,7 +6,7 @@ for templates/aliyun/*.j2, which pass them to terraform/modules/aliyun_gpu.
 Two Alibaba Cloud specifics:
 * `--ttl` also becomes the instance's auto_release_time, so ECS releases an expired box even if
   nobody runs `orch sweep`. ECS wants that time on a whole minute, 30 minutes to 3 years ahead:
-  the expiry is rounded up to the minute and moved to 31 minutes from now when it is sooner
+  the expiry is rounded up to the minute and moved to 40 minutes from now when it is sooner
   (the orch:expires-at tag and the in-guest timer keep the exact expiry).
 * A spot candidate becomes spot_strategy SpotAsPriceGo (pay the market price, never more than
   pay-as-you-go), or SpotWithPriceLimit when `--max-price` is given.
@@ -37,9 +37,10 @@ OUTPUTS = (
 )
 MIN_SYSTEM_DISK_GIB = 20
 MAX_SYSTEM_DISK_GIB = 2048
-# ECS: "The release time must be at least 30 minutes later than the current time." One more
-# minute covers the time between rendering and RunInstances.
-MIN_RELEASE_DELAY = timedelta(minutes=31)
+# ECS: "The release time must be at least 30 minutes later than the current time." The time is
+# fixed at render; RunInstances comes after `terraform init` (which may download the provider)
+# and after the VPC, vSwitch, group and key pair are created: ten minutes of slack for that.
+MIN_RELEASE_DELAY = timedelta(minutes=40)
 MAX_RELEASE_DELAY = timedelta(days=3 * 365)
 DEFAULT_IMAGE_REGEX = "^ubuntu_22_04_x64"
 
@@ -73,27 +74,31 @@ def auto_release_time(expires_at: str | None, now: datetime | None = None) -> st
         raise UsageError(f"expiry {expires_at!r} has no time zone")
     now = (now or datetime.now(UTC)).astimezone(UTC)
     moment = max(moment.astimezone(UTC), now + MIN_RELEASE_DELAY)
-    if moment > now + MAX_RELEASE_DELAY:
-        raise UsageError("Alibaba Cloud cannot release an instance more than 3 years ahead")
     whole = moment.replace(second=0, microsecond=0)
     if whole < moment:
         whole += timedelta(minutes=1)
+    if whole > now + MAX_RELEASE_DELAY:  # checked after rounding up: that can cross the limit
+        raise UsageError("Alibaba Cloud cannot release an instance more than 3 years ahead")
     return whole.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def spot_vars(market: str, spot_max_price: float | None) -> dict[str, Any]:
+    """Plan market (+ --max-price) -> spot_strategy and spot_price_limit."""
     if market == "on-demand":
         return {"spot_strategy": "NoSpot", "spot_price_limit": None}
     if market != "spot":
         raise UsageError(f"unknown market {market!r} (expected on-demand or spot)")
     if spot_max_price is None:
         return {"spot_strategy": "SpotAsPriceGo", "spot_price_limit": None}
-    if spot_max_price <= 0:
-        raise UsageError("--max-price must be positive")
-    return {"spot_strategy": "SpotWithPriceLimit", "spot_price_limit": round(spot_max_price, 4)}
+    limit = round(spot_max_price, 4)
+    # NaN passes a `<= 0` test, and a tiny bid rounds to 0: both would fail only in Terraform.
+    if not math.isfinite(limit) or limit <= 0:
+        raise UsageError(f"--max-price {spot_max_price} is not a positive price (USD per hour)")
+    return {"spot_strategy": "SpotWithPriceLimit", "spot_price_limit": limit}
 
 
 def system_disk_gib(root_volume_gib: int | float) -> int:
+    """The plan's root volume as a whole number of GiB within the ECS system disk limits."""
     size = math.ceil(float(root_volume_gib))
     if size > MAX_SYSTEM_DISK_GIB:
         raise UsageError(

@@ -86,6 +86,12 @@ def test_spot_strategy(market, bid, strategy, limit):
     assert (values["spot_strategy"], values["spot_price_limit"]) == (strategy, limit)
 
 
+@pytest.mark.parametrize("bid", [0.0, -1.0, 0.00001, float("nan"), float("inf")])
+def test_a_bid_terraform_would_refuse_is_a_usage_error(bid):
+    with pytest.raises(UsageError, match="--max-price"):
+        aliyun_vars.tfvars(request(candidate=candidate(market="spot"), spot_max_price=bid))
+
+
 def test_image_by_id_and_disk_bounds():
     values = aliyun_vars.tfvars(
         request(candidate=candidate(image={"id": "m-bp1abc"}, root_volume_gib=8.5))
@@ -102,7 +108,7 @@ def test_image_by_id_and_disk_bounds():
         (None, None),
         ("2026-12-02T21:00:00Z", "2026-12-02T21:00:00Z"),  # already on a minute
         ("2026-12-02T21:00:01Z", "2026-12-02T21:01:00Z"),  # rounded up, never earlier
-        ("2026-12-02T19:10:00Z", "2026-12-02T19:31:00Z"),  # ECS needs 30+ minutes ahead
+        ("2026-12-02T19:10:00Z", "2026-12-02T19:40:00Z"),  # ECS needs 30+ minutes ahead
         ("2026-12-02T22:00:00+01:00", "2026-12-02T21:00:00Z"),  # any zone in, UTC out
     ],
 )
