@@ -161,7 +161,7 @@ class AwsSweeper:
         aws.terminate_instances(region, [r.id for r in resources if r.kind == "instance"])
         for resource in resources:
             if resource.kind == "security_group":
-                aws.delete_security_group(region, resource.id)
+                retry_while_blocked(lambda g=resource.id: aws.delete_security_group(region, g))
             elif resource.kind == "key_pair":
                 aws.delete_key_pair(region, resource.name)
 
@@ -271,9 +271,11 @@ def _mark_local(group: BoxGroup) -> None:
     """A local record of a swept box says destroyed, so `orch status` tells the truth."""
     from orchestrator.provision.boxes import box_exists, box_lock, load_box
 
-    with contextlib.suppress(UsageError):
+    try:
         if not box_exists(group.box):
             return
+    except UsageError:  # a tag value that is no valid local box name: no local record
+        return
     try:
         with box_lock(group.box, timeout=5):
             box = load_box(group.box)

@@ -85,7 +85,7 @@ class SshTransport:
     def description(self) -> str:
         return f"ssh {self.user}@{self.host}"
 
-    def argv(self, script: str) -> list[str]:
+    def argv(self, script: str, connect_timeout: int | None = None) -> list[str]:
         argv = ["ssh"]
         if self.ssh_config:
             argv += ["-F", self.ssh_config]
@@ -100,7 +100,7 @@ class SshTransport:
             "GlobalKnownHostsFile": "/dev/null",
             "StrictHostKeyChecking": "accept-new",
             "BatchMode": "yes",
-            "ConnectTimeout": str(self.connect_timeout),
+            "ConnectTimeout": str(connect_timeout or self.connect_timeout),
             "ServerAliveInterval": "15",
             "ServerAliveCountMax": "3",
             "LogLevel": "ERROR",
@@ -111,10 +111,11 @@ class SshTransport:
 
     def run(self, script: str, timeout: float) -> CommandResult:
         self.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
-        self.connect_timeout = max(1, min(self.connect_timeout, int(timeout)))
+        # Never wait longer to connect than the whole call may take (near a retry deadline).
+        connect_timeout = max(1, min(self.connect_timeout, int(timeout)))
         try:
             proc = subprocess.run(
-                self.argv(script),
+                self.argv(script, connect_timeout),
                 capture_output=True,
                 text=True,
                 timeout=max(timeout, 1) + 5,
@@ -187,6 +188,18 @@ class SsmTransport:
         )
 
 
+# Alibaba Cloud error codes that retrying cannot fix: bad keys, missing RAM permissions.
+_PERMANENT_ALIYUN_CODES = (
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "IncompleteSignature",
+    "InvalidSecurityToken",
+    "Forbidden",
+    "NoPermission",
+    "InvalidRegionId",
+)
+
+
 @dataclass
 class CloudAssistantTransport:
     """Alibaba Cloud Assistant (RunCommand): the Aliyun analogue of SSM."""
@@ -208,6 +221,8 @@ class CloudAssistantTransport:
                 self.region, self.instance_id, script, timeout_s=max(30, int(timeout))
             )
         except aliyun.AliyunError as exc:
+            if exc.code.startswith(_PERMANENT_ALIYUN_CODES):
+                raise
             # Not running yet, agent not online, invocation lost: worth another try.
             raise Unreachable(f"{self.description}: {exc.message}") from None
         # Cloud Assistant returns stdout and stderr as one output.

@@ -40,10 +40,15 @@ class AwsError(OrchError):
 def client(service: str, region: str) -> Any:
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import BotoCoreError
 
-    return boto3.client(
-        service, region_name=region, config=Config(retries={"max_attempts": 8, "mode": "adaptive"})
-    )
+    config = Config(retries={"max_attempts": 8, "mode": "adaptive"})
+    try:
+        return boto3.client(service, region_name=region, config=config)
+    except BotoCoreError as exc:  # e.g. AWS_PROFILE names a profile that does not exist
+        raise AwsError(
+            f"cannot set up an AWS {service} client: {exc}", hint="check AWS_PROFILE"
+        ) from None
 
 
 def _call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -169,20 +174,18 @@ def terminate_instances(region: str, instance_ids: list[str], wait_s: float = 90
         )
 
 
-def delete_security_group(region: str, group_id: str, wait_s: float = 300) -> None:
-    """Delete a security group; retried while AWS still sees a terminated instance's ENI."""
+def delete_security_group(region: str, group_id: str) -> None:
+    """Delete a security group; one already gone is no error.
+
+    Fails with code DependencyViolation while AWS still sees a terminated instance's network
+    interface: callers retry (orchestrator.sweep.retry_while_blocked).
+    """
     ec2 = client("ec2", region)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            _call("DeleteSecurityGroup", ec2.delete_security_group, GroupId=group_id)
-            return
-        except AwsError as exc:
-            if exc.code == "InvalidGroup.NotFound":
-                return
-            if exc.code != "DependencyViolation" or time.monotonic() > deadline:
-                raise
-        time.sleep(10)
+    try:
+        _call("DeleteSecurityGroup", ec2.delete_security_group, GroupId=group_id)
+    except AwsError as exc:
+        if exc.code != "InvalidGroup.NotFound":
+            raise
 
 
 def delete_key_pair(region: str, key_name: str) -> None:

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from orchestrator.errors import UsageError
 
+if TYPE_CHECKING:
+    from orchestrator.check.verify import CheckReport, Expected
+    from orchestrator.check.watch import Sample
+    from orchestrator.provision.boxes import Box
+
 VIA_CHOICE = click.Choice(["ssh", "ssm", "cloud-assistant"])
 
 
-def _load_box(name: str):
+def _load_box(name: str) -> Box:
     from orchestrator.provision.boxes import load_box
 
     return load_box(name)
 
 
-def _print_report(report) -> None:
+def _print_report(report: CheckReport) -> None:
     title = f"box {report.box}" if report.box else "this machine"
     click.echo(f"{title} ({report.transport}): {'OK' if report.ok else 'MISMATCH'}")
     for gpu in report.gpus:
@@ -27,7 +33,7 @@ def _print_report(report) -> None:
         click.echo(f"  [{'pass' if check.ok else 'FAIL'}] {check.name}: {check.message}")
 
 
-def _expected_from_plan(plan_path: str | None):
+def _expected_from_plan(plan_path: str | None) -> Expected:
     from orchestrator.check.verify import Expected
 
     if plan_path is None:
@@ -95,7 +101,7 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> Non
     ctx.exit(report.exit_code)
 
 
-def _format_sample(sample) -> list[str]:
+def _format_sample(sample: Sample) -> list[str]:
     stamp = sample.to_dict()["time"]
     if sample.error:
         return [f"{stamp}  unreachable: {sample.error}"]

@@ -238,7 +238,30 @@ def test_sweep_table_output_and_usage_errors(env):
     assert bad.returncode == 2 and bad.stderr.startswith("orch: error:")
 
 
+def test_unknown_aws_profile_is_one_error_line(tmp_path):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORCH_"))}
+    environment.update(
+        AWS_PROFILE="orch-no-such-profile",
+        AWS_CONFIG_FILE=str(tmp_path / "no-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"),
+        ORCH_HOME=str(tmp_path / "orch-home"),
+    )
+    result = orch(environment, "sweep", "--cloud", "aws", "--region", REGION)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("orch: error:") and "Traceback" not in result.stderr
+    assert "orch-no-such-profile" in result.stderr
+
+
 # ----------------------------------------------------------------- grouping (no emulator)
+
+
+def test_tag_that_is_no_local_box_name_leaves_local_state_alone(tmp_path, monkeypatch):
+    from orchestrator.sweep import BoxGroup, _mark_local
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    group = BoxGroup("aws", REGION, "Not/A Box", [], PAST, expired=True, action="destroyed")
+    _mark_local(group)
+    assert group.local_record is None and not (tmp_path / "boxes").exists()
 
 
 def resource(kind: str, rid: str, box: str, expires: str) -> Resource:
