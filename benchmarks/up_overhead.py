@@ -128,6 +128,8 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--mirror")
     args = parser.parse_args()
+    if args.repetitions < 1:
+        parser.error("--repetitions must be at least 1")
     mirror = find_mirror(args.mirror)
     moto, url = start_moto()
     work = Path(tempfile.mkdtemp(prefix="orch-bench-"))

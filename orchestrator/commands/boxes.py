@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ RESERVED_TAG_PREFIXES = ("orch:", "aws:", "acs:", "aliyun")  # cloud-reserved or
 MAX_TAGS = 30
 
 
-def _say(quiet: bool):
+def _say(quiet: bool) -> Callable[[str], None]:
     def say(message: str) -> None:
         if not quiet:
             click.echo(f"orch: {message}", err=True)
@@ -29,7 +30,7 @@ def _say(quiet: bool):
     return say
 
 
-def _progress(quiet: bool):
+def _progress(quiet: bool) -> Callable[[str], None]:
     def progress(line: str) -> None:
         if not quiet:
             click.echo(f"  {line}", err=True)

@@ -53,11 +53,14 @@ def _generate_with_ssh_keygen(comment: str) -> tuple[str, str]:
         raise OrchError("cannot create an SSH key: neither `cryptography` nor ssh-keygen found")
     with tempfile.TemporaryDirectory(prefix="orch-key-") as tmp:
         path = Path(tmp) / "key"
-        subprocess.run(
+        result = subprocess.run(
             [keygen, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-            check=True,
             stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
         )
+        if result.returncode != 0:
+            raise OrchError(f"ssh-keygen could not create a key: {result.stderr.strip()}")
         return path.read_text(), path.with_suffix(".pub").read_text().strip()
 
 

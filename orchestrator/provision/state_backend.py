@@ -75,7 +75,10 @@ def _s3(region: str | None = None) -> Any:
     from botocore.config import Config
 
     style = {"addressing_style": "path"} if custom_endpoint() else {}
-    return boto3.client("s3", region_name=region, config=Config(s3=style))
+    try:
+        return boto3.client("s3", region_name=region, config=Config(s3=style))
+    except _client_errors() as exc:  # e.g. AWS_PROFILE naming no profile
+        raise OrchError(f"cannot use S3 for remote state: {exc}") from None
 
 
 def _client_errors() -> tuple[type[BaseException], ...]:

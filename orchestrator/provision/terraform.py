@@ -13,8 +13,10 @@ TF_PLUGIN_CACHE_DIR (default $ORCH_HOME/plugin-cache, so boxes share one provide
 
 apply/destroy run with `-json`: each resource event is shown on stderr as it happens, with the
 time since the command started (unless quiet); errors come back as Terraform's diagnostics.
-SIGINT/SIGTERM while Terraform runs are forwarded once as SIGINT, so Terraform stops
-gracefully and writes its state; the command then raises Interrupted (exit 130).
+SIGINT/SIGTERM (and SIGHUP, unless ignored as under nohup) while Terraform runs are forwarded
+once as SIGINT, so Terraform stops gracefully and writes its state; the command then raises
+Interrupted (exit 130). A progress line that cannot be shown (a hung-up terminal) is dropped:
+orch keeps reading Terraform's output until it exits, so Terraform never loses its pipe.
 """
 
 from __future__ import annotations
@@ -270,7 +272,9 @@ class Terraform:
             return
         text = describe_event(event)
         if text:
-            self.progress(f"[{elapsed:6.1f}s] {text}")
+            # Leaving the read loop would orphan Terraform mid-apply: a lost line is harmless.
+            with contextlib.suppress(OSError):
+                self.progress(f"[{elapsed:6.1f}s] {text}")
 
 
 def _drain(stream: Any, sink: list[str]) -> None:
@@ -301,7 +305,7 @@ def _last_error_lines(text: str) -> str:
 
 @contextlib.contextmanager
 def _forward_interrupts(process: subprocess.Popen[str]) -> Iterator[threading.Event]:
-    """While Terraform runs, turn SIGINT/SIGTERM into one SIGINT for it."""
+    """While Terraform runs, turn SIGINT/SIGTERM/SIGHUP into one SIGINT for it."""
     interrupted = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield interrupted
@@ -309,20 +313,25 @@ def _forward_interrupts(process: subprocess.Popen[str]) -> Iterator[threading.Ev
 
     def handler(signum: int, frame: object) -> None:
         if interrupted.is_set():
-            print(
-                "orch: still waiting for Terraform to save its state...",
-                file=sys.stderr,
-                flush=True,
-            )
+            _tell("orch: still waiting for Terraform to save its state...")
             return
         interrupted.set()
-        print("orch: interrupting Terraform (it saves its state first)...", file=sys.stderr)
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGINT)
+        _tell("orch: interrupting Terraform (it saves its state first)...")
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    signals = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup: keep ignoring hangups
+        signals.append(signal.SIGHUP)
+    previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield interrupted
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+def _tell(message: str) -> None:
+    # From a signal handler: after a hangup stderr may be gone, which must not stop orch.
+    with contextlib.suppress(OSError):
+        print(message, file=sys.stderr, flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import shutil
 import stat
 import threading
 import time
@@ -25,6 +26,7 @@ from orchestrator.provision.boxes import (
 )
 from orchestrator.provision.keys import ensure_keypair
 from orchestrator.provision.terraform import TerraformError
+from tests.support import require
 
 
 @pytest.fixture
@@ -209,6 +211,37 @@ def test_keypair_is_ed25519_private_0600_and_reused(tmp_path):
     assert ensure_keypair(private, comment="orch-exp1") == public
 
 
+def _without_cryptography(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.provision import keys
+
+    def missing(comment: str) -> tuple[str, str]:
+        raise ImportError("No module named 'cryptography'")
+
+    monkeypatch.setattr(keys, "_generate_with_cryptography", missing)
+
+
+def test_keypair_falls_back_to_ssh_keygen(tmp_path, monkeypatch):
+    require(shutil.which("ssh-keygen"), "ssh-keygen on PATH")
+    _without_cryptography(monkeypatch)
+    private = tmp_path / "id_ed25519"
+    public = ensure_keypair(private, comment="orch-exp1")
+    assert public.startswith("ssh-ed25519 ") and public.endswith(" orch-exp1")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert "OPENSSH PRIVATE KEY" in private.read_text()
+
+
+def test_a_failing_ssh_keygen_is_one_error(tmp_path, monkeypatch):
+    _without_cryptography(monkeypatch)
+    fake = tmp_path / "bin" / "ssh-keygen"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'no entropy' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    with pytest.raises(OrchError, match="ssh-keygen could not create a key: no entropy"):
+        ensure_keypair(tmp_path / "id_ed25519", comment="orch-exp1")
+    assert not (tmp_path / "id_ed25519").exists()
+
+
 # ------------------------------------------------------------------------------ up inputs
 
 
@@ -295,6 +328,8 @@ def test_offline_caller_address_asks_for_ssh_cidr(monkeypatch):
         "api error SpotMaxPriceTooLow: Your Spot request price of 0.1 is lower than",
         "api error Unsupported: The requested configuration is currently not supported",
         "Code: OperationDenied.NoStock, Message: The resource is out of stock",
+        "SDKError:\n   StatusCode: 403\n   Code: OperationDenied.NoStock\n   Message: out of stock",
+        "Error Code: InsufficientInstanceCapacity; Request ID: 1",
     ],
 )
 def test_capacity_errors_are_recognised(text):
@@ -308,6 +343,9 @@ def test_capacity_errors_are_recognised(text):
         "api error UnsupportedTenancy: tenancy not supported",
         "api error UnauthorizedOperation: You are not authorized",
         "InvalidParameterValue: Value (g9.huge) for parameter instanceType is invalid",
+        # Terraform's own diagnostics: configuration or version problems, not capacity.
+        "Error: Unsupported argument",
+        "Error: Unsupported Terraform Core version",
     ],
 )
 def test_other_errors_do_not_fail_over(text):

@@ -193,7 +193,19 @@ from pathlib import Path
 
 from orchestrator.provision.terraform import Interrupted, Terraform
 
-terraform = Terraform(Path(sys.argv[1]), progress=lambda line: print(line, flush=True))
+hung_up = False
+
+
+def progress(line):
+    # After "creating" the terminal is gone (as after a hangup): showing a line fails.
+    global hung_up
+    if hung_up:
+        raise OSError(5, "Input/output error")
+    print(line, flush=True)
+    hung_up = sys.argv[2] == "hangup" and "creating" in line
+
+
+terraform = Terraform(Path(sys.argv[1]), progress=progress)
 terraform.init()
 try:
     terraform.apply()
@@ -204,14 +216,19 @@ print("FINISHED", flush=True)
 """
 
 
-def test_sigint_mid_apply_stops_terraform_gracefully(clean_env):
+@pytest.mark.parametrize(
+    ("signum", "terminal"),
+    [(signal.SIGINT, "tty"), (signal.SIGTERM, "tty"), (signal.SIGHUP, "hangup")],
+    ids=["sigint", "sigterm", "sighup"],
+)
+def test_a_signal_mid_apply_stops_terraform_gracefully(clean_env, signum, terminal):
     directory = clean_env / "slow"
     directory.mkdir()
     (directory / "main.tf").write_text(SLOW)
     driver = clean_env / "driver.py"
     driver.write_text(textwrap.dedent(DRIVER))
     process = subprocess.Popen(
-        [sys.executable, str(driver), str(directory)],
+        [sys.executable, str(driver), str(directory), terminal],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -222,7 +239,7 @@ def test_sigint_mid_apply_stops_terraform_gracefully(clean_env):
         if "terraform_data.slow: creating" in line:
             break
     started = time.monotonic()
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, out + err
     assert "INTERRUPTED 130" in out

@@ -13,9 +13,9 @@ locals {
     one(data.aws_ami.filtered[*].id)
   )
 
+  # The security group must sit in the instance's VPC: the given subnet's, else the default.
   vpc_id = (
     var.subnet_id != null ? one(data.aws_subnet.given[*].vpc_id) :
-    var.vpc_id != null ? var.vpc_id :
     one(data.aws_vpc.default[*].id)
   )
 }
@@ -50,7 +50,7 @@ data "aws_ami" "filtered" {
 # --- network -----------------------------------------------------------------------------
 
 data "aws_vpc" "default" {
-  count   = var.subnet_id == null && var.vpc_id == null ? 1 : 0
+  count   = var.subnet_id == null ? 1 : 0
   default = true
 }
 

@@ -163,12 +163,6 @@ variable "subnet_id" {
   default     = null
 }
 
-variable "vpc_id" {
-  description = "VPC of the security group when subnet_id is null and the default VPC is not wanted; ignored when subnet_id is set."
-  type        = string
-  default     = null
-}
-
 variable "tags" {
   description = "Extra tags for the instance, its root volume, the security group and the key pair."
   type        = map(string)
