@@ -7,7 +7,6 @@ Each stub appends its argv to a log; the tests assert what the script asked for.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import textwrap
@@ -19,6 +18,7 @@ import pytest
 from orchestrator.errors import UsageError
 from orchestrator.provision.userdata import USER_DATA_LIMIT, render_user_data
 from orchestrator.resources import resource_path
+from tests.support import require
 
 SCRIPT = resource_path("scripts/install_drivers.sh")
 BASH = shutil.which("bash")
@@ -333,11 +333,6 @@ def test_user_data_refuses_unknown_cloud():
 
 def test_script_is_shellcheck_clean():
     shellcheck = shutil.which("shellcheck")
-    if shellcheck is None:
-        # Same policy as tests.support.require: mandatory in CI, skipped locally.
-        message = "prerequisite missing: shellcheck (apt-get install shellcheck)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require(shellcheck, "shellcheck (apt-get install shellcheck)")
     result = subprocess.run([shellcheck, str(SCRIPT)], capture_output=True, text=True)
     assert result.returncode == 0, textwrap.shorten(result.stdout, 2000)
