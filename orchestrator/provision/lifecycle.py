@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -41,6 +42,7 @@ from orchestrator.provision.render import (
     RenderRequest,
     cloud_runtime_env,
     render_box,
+    write_code,
     write_json,
 )
 from orchestrator.provision.terraform import Interrupted, Terraform, TerraformError
@@ -403,8 +405,17 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     if bundle is None:
         raise UsageError(f"no box named {name!r} in {location.url}")
     directory = make_private_dir(box_directory(name))
-    state_backend.restore_files(directory, dict(bundle.get("files") or {}))
     box = Box.from_dict(dict(bundle.get("box") or {}), directory)
+    # Whoever can write the bucket controls the bundle: take only data from it (the tfvars),
+    # and render the code that Terraform will run from this installation.
+    try:
+        values = json.loads(dict(bundle.get("files") or {})[TFVARS_FILE])
+    except (KeyError, TypeError, ValueError):
+        values = None
+    if not isinstance(values, dict):
+        raise OrchError(f"the bundle of box {name} in {location.url} has no usable {TFVARS_FILE}")
+    write_json(directory / TFVARS_FILE, values)
+    write_code(directory, box.cloud, "s3")
     box.state_url = location.url
     box.save()
     return box

@@ -225,16 +225,24 @@ def render_box(directory: Path, request: RenderRequest) -> list[str]:
     Terraform's working data (.terraform/, the lock file, local state) is left alone, so a
     re-render before a re-apply or a destroy keeps what Terraform already knows.
     """
-    cloud = request.candidate.cloud
-    hcl = render_hcl(cloud, request.backend)
     values = cloud_tfvars(request)
+    write_code(directory, request.candidate.cloud, request.backend)
+    write_json(directory / TFVARS_FILE, values)
+    return [*RENDERED_FILES, TFVARS_FILE, MODULES_DIR]
+
+
+def write_code(directory: Path, cloud: str, backend: str) -> None:
+    """Write the root module's HCL and a copy of the cloud's module from this installation.
+
+    Only this installation's code is ever run: a box restored from a remote bundle gets its
+    values (terraform.tfvars.json) from the bundle, never HCL.
+    """
+    hcl = render_hcl(cloud, backend)
     directory.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(directory / MODULES_DIR, ignore_errors=True)
     copy_module(cloud, directory)
     for name, text in hcl.items():
         (directory / name).write_text(text)
-    write_json(directory / TFVARS_FILE, values)
-    return [*RENDERED_FILES, TFVARS_FILE, MODULES_DIR]
 
 
 def write_json(path: Path, data: Any) -> None:

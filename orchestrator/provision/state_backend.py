@@ -185,13 +185,3 @@ def collect_files(directory: Path, relative_paths: list[str]) -> dict[str, str]:
         elif path.is_file():
             files[rel] = path.read_text()
     return files
-
-
-def restore_files(directory: Path, files: dict[str, str]) -> None:
-    root = directory.resolve()
-    for rel, text in files.items():
-        target = (directory / rel).resolve()
-        if root not in target.parents:  # a bundle must not write outside its box dir
-            raise OrchError(f"box bundle names a file outside the box directory: {rel!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)

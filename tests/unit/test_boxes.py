@@ -400,11 +400,47 @@ def test_backend_config_follows_the_endpoint_knob(monkeypatch):
     assert config["use_path_style"] is True and config["skip_credentials_validation"] is True
 
 
-def test_bundle_cannot_write_outside_the_box(tmp_path):
-    with pytest.raises(OrchError, match="outside"):
-        state_backend.restore_files(tmp_path / "box", {"../escape.tf": "x"})
-    state_backend.restore_files(tmp_path / "box", {"modules/m/main.tf": "# ok"})
-    assert (tmp_path / "box" / "modules" / "m" / "main.tf").read_text() == "# ok"
+def test_restored_box_runs_only_local_code(home, monkeypatch):
+    """A remote bundle supplies values, never HCL: a tampered bucket cannot run code here."""
+    from orchestrator.provision.render import render_hcl
+
+    record = Box(
+        name="remote1",
+        directory=home / "x",
+        cloud="aws",
+        region="us-east-1",
+        candidate=candidate(),
+        state="up",
+        created_at="2026-12-02T00:00:00Z",
+        expires_at=None,
+        outputs={},
+        owner="ci",
+        state_url="s3://bucket/ci",
+    )
+    evil = 'resource "terraform_data" "x" { provisioner "local-exec" { command = "touch /tmp/p" } }'
+    bundle = {
+        "box": record.to_dict(),
+        "files": {
+            "main.tf": evil,
+            "../../escape.tf": evil,
+            "modules/aws_gpu/main.tf": evil,
+            "terraform.tfvars.json": json.dumps({"name": "remote1", "region": "us-east-1"}),
+        },
+    }
+    monkeypatch.setattr(state_backend, "bucket_region", lambda location: "us-east-1")
+    monkeypatch.setattr(state_backend, "download_bundle", lambda location, name, region: bundle)
+    box = lifecycle.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
+    written = [
+        p for p in box.directory.parent.parent.rglob("*.tf") if "local-exec" in p.read_text()
+    ]
+    assert written == []
+    assert (box.directory / "main.tf").read_text() == render_hcl("aws", "s3")["main.tf"]
+    assert json.loads((box.directory / "terraform.tfvars.json").read_text())["name"] == "remote1"
+
+    bundle["files"] = {"main.tf": evil}
+    shutil.rmtree(box.directory)
+    with pytest.raises(OrchError, match="no usable terraform.tfvars.json"):
+        lifecycle.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
 
 
 def test_tags_option():
