@@ -23,3 +23,13 @@ def require(condition: object, what: str) -> None:
     if in_ci():
         pytest.fail(message + " (CI=true: end-to-end prerequisites are mandatory)")
     pytest.skip(message)
+
+
+def require_module(name: str, what: str | None = None):  # noqa: ANN201 - the module
+    """Import a test dependency; skip locally without it, fail in CI (like `require`)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        require(False, what or f"Python module {name} (pip install -e '.[test]')")

@@ -247,43 +247,32 @@ def moto_ami() -> str:
     return MOTO_AMI
 
 
-@pytest.fixture
-def ec2(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
+def moto_client(service: str, aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
+    """A boto3 client of `service` talking to the session's moto server."""
     import boto3
 
     return boto3.client(
-        "ec2",
+        service,
         endpoint_url=aws_env["AWS_ENDPOINT_URL"],
         region_name=REGION,
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
+
+
+@pytest.fixture
+def ec2(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
+    return moto_client("ec2", aws_env)
 
 
 @pytest.fixture
 def ssm(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
-    import boto3
-
-    return boto3.client(
-        "ssm",
-        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return moto_client("ssm", aws_env)
 
 
 @pytest.fixture
 def s3(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=aws_env["AWS_ENDPOINT_URL"],
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return moto_client("s3", aws_env)
 
 
 # ------------------------------------------------------------------------------ capacity proxy

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from tests.e2e import sshbox
-from tests.support import require
+from tests.support import require, require_module
 
 pytestmark = pytest.mark.e2e
 
@@ -208,7 +208,7 @@ def write_shims(folder: Path, ssh_config: Path) -> Path:
 
 
 def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
-    yaml = pytest.importorskip("yaml", reason="PyYAML parses the workflow")
+    yaml = require_module("yaml", "PyYAML, which parses the workflow")
     require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
     require(shutil.which("jq"), "jq (the workflow reads orch's JSON with it)")
     workflow = yaml.safe_load(WORKFLOW.read_text())
@@ -317,7 +317,7 @@ def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
 
 def test_destroy_step_runs_after_a_failure():
     """The example's `down` step carries `if: always()`: it runs when training failed."""
-    yaml = pytest.importorskip("yaml", reason="PyYAML parses the workflow")
+    yaml = require_module("yaml", "PyYAML, which parses the workflow")
     steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["train"]["steps"]
     (down,) = [s for s in steps if "orch down" in s.get("run", "")]
     failed = {"always": True, "success": False, "failure": True, "cancelled": True}
@@ -341,7 +341,7 @@ def test_expression_subset():
 
 
 def test_gitlab_example_tears_down_in_after_script():
-    yaml = pytest.importorskip("yaml", reason="PyYAML parses the pipeline")
+    yaml = require_module("yaml", "PyYAML, which parses the pipeline")
     pipeline = yaml.safe_load((REPO / "examples" / "gitlab-ci.yml").read_text())
     train, sweep = pipeline["train"], pipeline["sweep"]
     assert any(line.startswith("orch up ") and "--ttl" in line for line in train["script"])

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.sim.aliyun.server import RunningEmulator
+from tests.support import require_module
 
-pytest.importorskip("alibabacloud_ecs20140526")
+require_module("alibabacloud_ecs20140526")
 
 from orchestrator.clouds import aliyun  # noqa: E402
 from orchestrator.errors import UsageError  # noqa: E402

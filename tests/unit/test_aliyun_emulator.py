@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from tests.sim.aliyun.server import RunningEmulator
+from tests.support import require_module
 
-alibaba = pytest.importorskip("alibabacloud_ecs20140526")
+alibaba = require_module("alibabacloud_ecs20140526")
 
 from alibabacloud_ecs20140526 import models  # noqa: E402
 from alibabacloud_ecs20140526.client import Client  # noqa: E402

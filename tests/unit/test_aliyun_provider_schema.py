@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("tf")
+from tests.support import require_module
+
+require_module("tf")
 
 from tests.sim.alicloud_provider import VERSION  # noqa: E402
 from tests.sim.alicloud_provider.provider import AlicloudProvider  # noqa: E402
