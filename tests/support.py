@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
+
+from orchestrator.plan import Candidate, Plan, write_plan
 
 
 def in_ci() -> bool:
@@ -33,3 +37,21 @@ def require_module(name: str, what: str | None = None):  # noqa: ANN201 - the mo
         return importlib.import_module(name)
     except ImportError:
         require(False, what or f"Python module {name} (pip install -e '.[test]')")
+
+
+def plan_file(tmp_path: Path, *candidates: Candidate) -> str:
+    """Write a plan.json whose choice and alternatives are `candidates`, in order."""
+    plan = Plan(
+        job={"model": "bert-large"},
+        estimate={},
+        choice=candidates[0],
+        alternatives=list(candidates[1:]),
+        created_at="2026-12-02T19:00:00Z",
+    )
+    return str(write_plan(plan, tmp_path / "plan.json"))
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    """Assert a command succeeded, showing its stderr when it did not."""
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stderr[-3000:]}"
+    return result

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.plan import Candidate, Plan, write_plan
+from orchestrator.plan import Candidate
+from tests.support import ok, plan_file
 
 pytestmark = pytest.mark.e2e
 
@@ -50,22 +51,6 @@ def candidate(instance_type: str, market: str = "on-demand", **changes: Any) -> 
     )
     values.update(changes)
     return Candidate(**values)
-
-
-def plan_file(tmp_path: Path, *candidates: Candidate) -> str:
-    plan = Plan(
-        job={"model": "bert-large"},
-        estimate={},
-        choice=candidates[0],
-        alternatives=list(candidates[1:]),
-        created_at="2026-12-02T19:00:00Z",
-    )
-    return str(write_plan(plan, tmp_path / "plan.json"))
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stderr[-3000:]}"
-    return result
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
