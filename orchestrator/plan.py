@@ -13,7 +13,8 @@ plan.json is a stable, versioned contract (`schema`), readable by CI tools:
 
 Candidate (one row of the ranking):
 {
-  "cloud": "aws", "region": "us-east-1", "instance_type": "g5.xlarge", "market": "on-demand",
+  "cloud": <registered cloud: aws, ...>, "region": "us-east-1", "instance_type": "g5.xlarge",
+  "market": "on-demand",
   "gpu": "A10G", "gpu_count": 1, "gpu_memory_gib": 24.0,
   "price_per_hour": 1.006, "samples_per_s": 123.4, "hours": 2.3, "cost": 2.31,
   "memory_per_gpu_bytes": 123, "memory_fraction": 0.61,

@@ -11,41 +11,38 @@ security groups, vSwitches, VPCs); a group with a future expiry, or none, is lef
 from __future__ import annotations
 
 import contextlib
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
+from orchestrator import clouds
+from orchestrator.clouds.base import (
+    BOX_TAG,
+    EXPIRES_TAG,
+    Cloud,
+    ErrorKind,
+    NoCredentials,
+    TaggedResource,
+    retry_while,
+)
 from orchestrator.errors import OrchError, UsageError
 
-CLOUDS = ("aws", "aliyun")
-# Deletion order within a box: what holds a resource goes before it.
+ALL = "all"  # `orch sweep --cloud all`: every registered cloud
+# Deletion order within a box when a cloud lists a box's resources: what holds one goes first.
 KIND_ORDER = {"instance": 0, "security_group": 1, "key_pair": 2, "vswitch": 3, "vpc": 4}
-# How long to keep retrying a delete that another resource still blocks (DependencyViolation),
-# and the longest pause between tries.
-DEPENDENCY_RETRY_S = 120.0
-DEPENDENCY_PAUSE_S = 10.0
+
+Resource = TaggedResource  # what the sweeper groups: the clouds' own value type
 
 
-@dataclass
-class Resource:
-    kind: str  # "instance" | "security_group" | "key_pair" | "vswitch" | "vpc"
-    id: str
-    name: str
-    tags: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "id": self.id, "name": self.name}
-
-
-class CloudSweeper(Protocol):
-    cloud: str
-
-    def list(self, region: str) -> list[Resource]: ...
-
-    def destroy(self, region: str, resources: list[Resource]) -> None: ...
+def retry_while_blocked(
+    delete: Callable[[], None],
+    timeout_s: float | None = None,
+    pause_s: float | None = None,
+) -> None:
+    """Call `delete` until it stops failing with a retryable error (DependencyViolation, a busy
+    status); anything else, or the same error after `timeout_s`, is raised."""
+    retry_while(lambda exc: exc.kind is ErrorKind.RETRYABLE, delete, timeout_s, pause_s)
 
 
 @dataclass
@@ -123,13 +120,13 @@ def group_resources(
 ) -> list[BoxGroup]:
     by_box: dict[str, list[Resource]] = {}
     for resource in resources:
-        box = resource.tags.get("orch:box", "")
+        box = resource.tags.get(BOX_TAG, "")
         if box:
             by_box.setdefault(box, []).append(resource)
     groups = []
     for box, members in sorted(by_box.items()):
         members.sort(key=lambda r: (KIND_ORDER.get(r.kind, 9), r.id))
-        expiries = [e for r in members if (e := parse_expiry(r.tags.get("orch:expires-at", "")))]
+        expiries = [e for r in members if (e := parse_expiry(r.tags.get(EXPIRES_TAG, "")))]
         latest = max(expiries) if expiries else None
         groups.append(
             BoxGroup(
@@ -144,106 +141,11 @@ def group_resources(
     return groups
 
 
-# ------------------------------------------------------------------------ cloud adapters
-
-
-class AwsSweeper:
-    cloud = "aws"
-
-    def list(self, region: str) -> list[Resource]:
-        from orchestrator.clouds import aws
-
-        return [Resource(r.kind, r.id, r.name, r.tags) for r in aws.list_tagged_resources(region)]
-
-    def destroy(self, region: str, resources: list[Resource]) -> None:
-        from orchestrator.clouds import aws
-
-        aws.terminate_instances(region, [r.id for r in resources if r.kind == "instance"])
-        for resource in resources:
-            if resource.kind == "security_group":
-                retry_while_blocked(lambda g=resource.id: aws.delete_security_group(region, g))
-            elif resource.kind == "key_pair":
-                aws.delete_key_pair(region, resource.name)
-
-
-class AliyunSweeper:
-    """Instances, security groups, key pairs, vSwitches and VPCs by their orch:box tag."""
-
-    cloud = "aliyun"
-
-    def list(self, region: str) -> list[Resource]:
-        from orchestrator.clouds import aliyun
-
-        wanted: dict[str, str | None] = {"orch:box": None}
-        found = [
-            Resource("instance", i.id, i.instance_type, dict(i.tags))
-            for i in aliyun.list_tagged_instances(region, wanted)
-        ]
-        for lister in (
-            aliyun.list_tagged_security_groups,
-            aliyun.list_tagged_key_pairs,
-            aliyun.list_tagged_vswitches,
-            aliyun.list_tagged_vpcs,
-        ):
-            found += [Resource(r.kind, r.id, r.name, dict(r.tags)) for r in lister(region, wanted)]
-        return found
-
-    def destroy(self, region: str, resources: list[Resource]) -> None:
-        from orchestrator.clouds import aliyun
-
-        def ids(kind: str) -> list[str]:
-            return [r.id for r in resources if r.kind == kind]
-
-        instances = ids("instance")
-        for instance_id in instances:
-            aliyun.release_instance(region, instance_id)
-        # Security groups and vSwitches stay busy until ECS has released the instances.
-        aliyun.wait_instances_released(region, instances)
-        aliyun.delete_key_pairs(region, ids("key_pair"))
-        for group_id in ids("security_group"):
-            retry_while_blocked(lambda g=group_id: aliyun.delete_security_group(region, g))
-        for vswitch_id in ids("vswitch"):
-            retry_while_blocked(lambda v=vswitch_id: aliyun.delete_vswitch(region, v))
-        for vpc_id in ids("vpc"):
-            retry_while_blocked(lambda v=vpc_id: aliyun.delete_vpc(region, v))
-
-
-def _blocked(code: str) -> bool:
-    """An error that goes away once what holds the resource is gone."""
-    return code.startswith(("DependencyViolation", "Incorrect")) or code == "OperationConflict"
-
-
-def retry_while_blocked(
-    delete: Callable[[], None],
-    timeout_s: float | None = None,
-    pause_s: float | None = None,
-) -> None:
-    """Call `delete` until it stops failing with DependencyViolation (or a busy status).
-
-    A released instance holds its security group and vSwitch for a while, a vSwitch holds its
-    VPC; anything else, or the same error after `timeout_s`, is raised.
-    """
-    timeout_s = DEPENDENCY_RETRY_S if timeout_s is None else timeout_s
-    pause_s = DEPENDENCY_PAUSE_S if pause_s is None else pause_s
-    deadline = time.monotonic() + timeout_s
-    pause = min(1.0, pause_s)
-    while True:
-        try:
-            delete()
-            return
-        except OrchError as exc:
-            if not _blocked(getattr(exc, "code", "")) or time.monotonic() + pause > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, pause_s)
-
-
-def sweeper_for(cloud: str) -> CloudSweeper:
-    if cloud == "aws":
-        return AwsSweeper()
-    if cloud == "aliyun":
-        return AliyunSweeper()
-    raise UsageError(f"unknown cloud {cloud!r} (expected aws, aliyun or all)")
+def clouds_for(choice: str) -> list[str]:
+    """`--cloud` value -> cloud names ("all": every registered cloud)."""
+    if choice == ALL:
+        return list(clouds.names())
+    return [clouds.check_name(choice, extra=(ALL,))]
 
 
 # -------------------------------------------------------------------------------- regions
@@ -290,45 +192,54 @@ def _mark_local(group: BoxGroup) -> None:
 
 
 def sweep(
-    clouds: list[str],
+    cloud_names: list[str],
     regions: list[str] | None = None,
     *,
     dry_run: bool = False,
     now: datetime | None = None,
     explicit_cloud: bool = True,
-    sweepers: dict[str, CloudSweeper] | None = None,
+    sweepers: dict[str, Cloud] | None = None,
 ) -> SweepReport:
     """Find tagged resources in every (cloud, region) and destroy the expired boxes.
 
-    A cloud without credentials is skipped (and reported) unless it was named explicitly.
+    A cloud without credentials (NoCredentials) is skipped, and reported, unless it was named
+    explicitly. A box whose deletion fails is marked "failed" with its error in the report;
+    nothing is printed here.
     """
     now = now or datetime.now(UTC)
     report = SweepReport(now.strftime("%Y-%m-%dT%H:%M:%SZ"), dry_run, {})
-    for cloud in clouds:
-        sweeper = (sweepers or {}).get(cloud) or sweeper_for(cloud)
-        cloud_regions = list(regions) if regions else default_regions(cloud)
-        report.regions[cloud] = cloud_regions
+    for name in cloud_names:
+        cloud = (sweepers or {}).get(name) or clouds.get(name)
+        cloud_regions = list(regions) if regions else default_regions(name)
+        report.regions[name] = cloud_regions
         for region in cloud_regions:
             try:
-                resources = sweeper.list(region)
-            except OrchError as exc:
-                if explicit_cloud or "credentials" not in exc.message:
+                resources = cloud.list_tagged(region)
+            except NoCredentials as exc:
+                if explicit_cloud:
                     raise
-                report.skipped[cloud] = exc.one_line()
+                report.skipped[name] = exc.one_line()
                 break
-            for group in group_resources(cloud, region, resources, now):
+            for group in group_resources(name, region, resources, now):
                 report.groups.append(group)
-                if not group.expired:
-                    continue
-                if dry_run:
-                    group.action = "would-destroy"
-                    continue
-                try:
-                    sweeper.destroy(region, group.resources)
-                except OrchError as exc:
-                    group.action, group.error = "failed", exc.one_line()
-                    print(f"orch: sweep of {group.box} failed: {group.error}", file=sys.stderr)
-                    continue
-                group.action = "destroyed"
-                _mark_local(group)
+                if group.expired:
+                    _destroy_group(cloud, group, dry_run)
     return report
+
+
+def _destroy_group(cloud: Cloud, group: BoxGroup, dry_run: bool) -> None:
+    if dry_run:
+        group.action = "would-destroy"
+        return
+    try:
+        cloud.delete_tagged(group.region, group.resources)
+        left = cloud.list_tagged(group.region, group.box)  # the cloud is the truth
+    except OrchError as exc:
+        group.action, group.error = "failed", exc.one_line()
+        return
+    if left:
+        group.action = "failed"
+        group.error = "still in the cloud: " + ", ".join(f"{r.kind} {r.id}" for r in left[:5])
+        return
+    group.action = "destroyed"
+    _mark_local(group)

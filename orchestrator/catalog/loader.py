@@ -26,10 +26,12 @@ from orchestrator.catalog.schema import (
     Source,
     ThroughputMeasurement,
 )
+from orchestrator.clouds import names as cloud_names
+from orchestrator.clouds.base import catalog_file
 from orchestrator.errors import OrchError, UsageError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-CLOUDS = ("aws", "aliyun")
+CLOUDS = cloud_names()  # the registry's clouds when this loads (for CLI choices)
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16")
 MEASUREMENT_PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16", "bf16")
 
@@ -178,8 +180,20 @@ def load_measurements() -> list[ThroughputMeasurement]:
 # ------------------------------------------------------------------------------- instances
 
 
+def _cloud_catalog(cloud: str) -> dict[str, Any]:
+    """The shipped data/<cloud>.toml, or the file a registered (plugin) cloud brings."""
+    own = catalog_file(cloud)
+    if own is None:
+        return _read(f"{cloud}.toml")
+    cache_name = f"cloud-{cloud}" + "".join(c if c.isalnum() else "_" for c in str(own)) + ".toml"
+    try:
+        return read_toml_cached(Path(own), cache_name)
+    except (OSError, ValueError) as exc:
+        raise CatalogError(f"catalog of cloud {cloud} ({own}) cannot be read: {exc}") from exc
+
+
 def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
-    data = _read(f"{cloud}.toml")
+    data = _cloud_catalog(cloud)
     shared = data.get("sources", {})
     defaults = data.get("defaults", {})
     overlay = read_overlay(cloud)  # {} unless `orch catalog refresh` wrote one
@@ -219,12 +233,12 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
 
 @cache
 def _all_instances() -> tuple[InstanceType, ...]:
-    return tuple(row for cloud in CLOUDS for row in _instances_of(cloud))
+    return tuple(row for cloud in cloud_names() for row in _instances_of(cloud))
 
 
 def _check_cloud(cloud: str) -> None:
-    if cloud not in CLOUDS:
-        raise UsageError(f"unknown cloud {cloud!r} (choose from {', '.join(CLOUDS)})")
+    if cloud not in cloud_names():
+        raise UsageError(f"unknown cloud {cloud!r} (choose from {', '.join(cloud_names())})")
 
 
 def load_instances(cloud: str | None = None) -> list[InstanceType]:

@@ -43,7 +43,7 @@ class Price:
 
 @dataclass(frozen=True)
 class InstanceType:
-    cloud: str  # "aws" | "aliyun"
+    cloud: str  # a registered cloud name (orchestrator.clouds.names())
     name: str  # exact API name: "g5.xlarge", "ecs.gn7i-c8g1.2xlarge"
     family: str  # "g5", "gn7i"
     vcpus: int

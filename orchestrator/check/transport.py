@@ -19,27 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from orchestrator import clouds
+from orchestrator.clouds.base import CommandResult, Unreachable
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 
 if TYPE_CHECKING:
     from orchestrator.provision.boxes import Box
 
-VIAS = ("ssh", "ssm", "cloud-assistant")
+__all__ = ["CommandResult", "Unreachable"]  # re-exported: they live in clouds.base
+VIAS = ("ssh", "ssm", "cloud-assistant")  # ssh, then the built-in clouds' agents
 SSH_CONFIG_ENV = "ORCH_SSH_CONFIG"
-
-
-@dataclass
-class CommandResult:
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
-class Unreachable(OrchError):
-    """The box did not answer; worth retrying until the deadline."""
-
-    def __init__(self, message: str, *, hint: str | None = None):
-        super().__init__(message, exit_code=EXIT_FAILURE, hint=hint)
 
 
 class HostKeyChanged(OrchError):
@@ -162,71 +151,8 @@ class LocalTransport:
 
 
 # ------------------------------------------------------------------------------ cloud agents
-
-
-@dataclass
-class SsmTransport:
-    """AWS Systems Manager Run Command (AWS-RunShellScript): no inbound port needed.
-
-    The instance needs the SSM agent (on Deep Learning AMIs, Ubuntu and Amazon Linux images)
-    and an instance profile with AmazonSSMManagedInstanceCore.
-    """
-
-    instance_id: str
-    region: str
-    poll_interval: float = 2.0
-
-    @property
-    def description(self) -> str:
-        return f"ssm {self.instance_id}"
-
-    def run(self, script: str, timeout: float) -> CommandResult:
-        from orchestrator.clouds.aws import run_ssm_command
-
-        return run_ssm_command(
-            self.region, self.instance_id, script, timeout=timeout, poll=self.poll_interval
-        )
-
-
-# Alibaba Cloud error codes that retrying cannot fix: bad keys, missing RAM permissions.
-_PERMANENT_ALIYUN_CODES = (
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "IncompleteSignature",
-    "InvalidSecurityToken",
-    "Forbidden",
-    "NoPermission",
-    "InvalidRegionId",
-)
-
-
-@dataclass
-class CloudAssistantTransport:
-    """Alibaba Cloud Assistant (RunCommand): the Aliyun analogue of SSM."""
-
-    instance_id: str
-    region: str
-
-    @property
-    def description(self) -> str:
-        return f"cloud-assistant {self.instance_id}"
-
-    def run(self, script: str, timeout: float) -> CommandResult:
-        try:
-            from orchestrator.clouds import aliyun
-        except ImportError as exc:
-            raise OrchError(f"Aliyun support is not available: {exc}") from None
-        try:
-            result = aliyun.run_command(
-                self.region, self.instance_id, script, timeout_s=max(30, int(timeout))
-            )
-        except aliyun.AliyunError as exc:
-            if exc.code.startswith(_PERMANENT_ALIYUN_CODES):
-                raise
-            # Not running yet, agent not online, invocation lost: worth another try.
-            raise Unreachable(f"{self.description}: {exc.message}") from None
-        # Cloud Assistant returns stdout and stderr as one output.
-        return CommandResult(int(result.exit_code), result.output, "")
+# A cloud's in-guest agent (SSM on AWS, Cloud Assistant on Aliyun) is the cloud's own
+# transport: `clouds.get(box.cloud).agent_transport(...)`, chosen by `--via <agent_via>`.
 
 
 # ---------------------------------------------------------------------------------- choice
@@ -263,16 +189,22 @@ def transport_for_box(box: Box, via: str = "ssh", ssh_config: str | None = None)
             known_hosts_path=box.known_hosts_path,
             ssh_config=resolve_ssh_config(ssh_config),
         )
+    return agent_transport(box, via)
+
+
+def agent_transport(box: Box, via: str) -> Transport:
+    """The box's cloud's agent, when `via` names it (`--via ssm` on an AWS box, ...)."""
+    cloud = clouds.get(box.cloud)
+    if cloud.agent_via != via:
+        owners = [c.title for c in clouds.all_clouds() if c.agent_via == via]
+        theirs = f"use {cloud.agent_via} on {cloud.title}" if cloud.agent_via else "use ssh"
+        raise UsageError(
+            f"--via {via} works only for {' or '.join(owners) or 'no'} boxes ({theirs})"
+        )
     instance_id = (box.outputs or {}).get("instance_id")
     if not instance_id:
         raise OrchError(f"box {box.name} has no instance id recorded")
-    if via == "ssm":
-        if box.cloud != "aws":
-            raise UsageError("--via ssm works only for AWS boxes (use cloud-assistant on Aliyun)")
-        return SsmTransport(str(instance_id), box.region)
-    if box.cloud != "aliyun":
-        raise UsageError("--via cloud-assistant works only for Aliyun boxes (use ssm on AWS)")
-    return CloudAssistantTransport(str(instance_id), box.region)
+    return cloud.agent_transport(str(instance_id), box.region)
 
 
 def backoff_delays(first: float = 1.0, cap: float = 20.0):

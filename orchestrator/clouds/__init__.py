@@ -1,1 +1,35 @@
-"""Cloud SDK helpers (boto3, Aliyun ECS SDK). Imported only by commands that touch a cloud."""
+"""Clouds: one package per cloud behind `orchestrator.clouds.base.Cloud`, found by name.
+
+    from orchestrator import clouds
+    cloud = clouds.get(box.cloud)      # never `if cloud == ...`
+
+The built-in clouds are registered here by reference only: their modules (and SDKs) load when
+a command first asks for them. See docs/adding-a-cloud.md.
+"""
+
+from orchestrator.clouds.base import (
+    Cloud,
+    CommandResult,
+    ErrorKind,
+    TaggedResource,
+    all_clouds,
+    check_name,
+    get,
+    names,
+    register,
+)
+
+register("aws", "orchestrator.clouds.aws.cloud:AwsCloud")
+register("aliyun", "orchestrator.clouds.aliyun.cloud:AliyunCloud")
+
+__all__ = [
+    "Cloud",
+    "CommandResult",
+    "ErrorKind",
+    "TaggedResource",
+    "all_clouds",
+    "check_name",
+    "get",
+    "names",
+    "register",
+]

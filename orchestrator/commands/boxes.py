@@ -18,7 +18,15 @@ from orchestrator.commands.selection_options import (
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError, UsageError
 from orchestrator.plan import Plan, read_plan
 
-RESERVED_TAG_PREFIXES = ("orch:", "aws:", "acs:", "aliyun")  # cloud-reserved or ours
+
+def reserved_tag_prefixes() -> tuple[str, ...]:
+    """Tag key prefixes users may not set: ours, and every registered cloud's own."""
+    from orchestrator import clouds
+    from orchestrator.clouds.base import ORCH_TAG_PREFIX
+
+    return (ORCH_TAG_PREFIX, *(p for c in clouds.all_clouds() for p in c.reserved_tag_prefixes))
+
+
 MAX_TAGS = 30
 
 
@@ -46,9 +54,11 @@ def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
         key = key.strip()
         if not sep or not key:
             raise UsageError(f"--tag expects KEY=VALUE, got {value!r}")
-        if key.lower().startswith(RESERVED_TAG_PREFIXES):
+        reserved = reserved_tag_prefixes()
+        if key.lower().startswith(reserved):
             raise UsageError(
-                f"--tag {key!r}: the prefixes orch:, aws:, acs: and aliyun are reserved"
+                f"--tag {key!r}: the prefixes {', '.join(reserved[:-1])} and {reserved[-1]} "
+                "are reserved"
             )
         if len(key) > 128 or len(text) > 256:
             raise UsageError(f"--tag {key[:40]!r}: keys hold at most 128, values 256 characters")

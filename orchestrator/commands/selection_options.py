@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from orchestrator import clouds
 from orchestrator.commands.durations import parse_hours
 from orchestrator.errors import UsageError
 from orchestrator.sizing.job import JobSpec
@@ -33,7 +34,7 @@ SELECTION_KEYS = (
 _OPTIONS = (
     click.option(
         "--cloud",
-        type=click.Choice(["aws", "aliyun", "any"]),
+        type=click.Choice([*clouds.names(), "any"]),
         default="any",
         show_default=True,
         help="Which clouds to consider.",

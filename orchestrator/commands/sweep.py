@@ -6,11 +6,13 @@ import json
 
 import click
 
+from orchestrator import clouds
+
 
 @click.command()
 @click.option(
     "--cloud",
-    type=click.Choice(["aws", "aliyun", "all"]),
+    type=click.Choice([*clouds.names(), "all"]),
     default="all",
     show_default=True,
     help="Which cloud to sweep; with `all`, a cloud without credentials is skipped.",
@@ -34,13 +36,14 @@ def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
     not expired, or have no expiry, are left alone. Run it on a schedule.
     Exit codes: 0 done, 1 some box could not be destroyed, 2 usage.
     """
-    from orchestrator.sweep import CLOUDS
+    from orchestrator.sweep import clouds_for
     from orchestrator.sweep import sweep as run_sweep
 
-    clouds = list(CLOUDS) if cloud == "all" else [cloud]
     report = run_sweep(
-        clouds, list(regions) or None, dry_run=dry_run, explicit_cloud=cloud != "all"
+        clouds_for(cloud), list(regions) or None, dry_run=dry_run, explicit_cloud=cloud != "all"
     )
+    for group in report.failed:
+        click.echo(f"orch: sweep of {group.box} failed: {group.error}", err=True)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

@@ -77,7 +77,7 @@ def make_private_dir(path: Path) -> Path:
 class Box:
     name: str
     directory: Path
-    cloud: str  # "aws" | "aliyun"
+    cloud: str  # a registered cloud name (orchestrator.clouds.names())
     region: str
     candidate: Candidate  # the plan row the box was (last) created from
     state: str  # one of BOX_STATES

@@ -11,6 +11,7 @@ down: lock the name -> (rebuild the box dir from S3 if this machine has none) ->
 
 from __future__ import annotations
 
+import functools
 import getpass
 import ipaddress
 import json
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from orchestrator import clouds
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import state_backend
@@ -54,35 +56,7 @@ MAX_TTL = timedelta(days=30)
 _TTL_RE = re.compile(r"^\s*(\d+)\s*([mhd])\s*$")
 _TTL_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
 
-# Error codes that mean "this instance type/market/zone cannot be had right now": try the next
-# candidate. AWS EC2 codes first, then Aliyun ECS ones (the same failover serves both clouds).
-CAPACITY_ERROR_CODES = (
-    "InsufficientInstanceCapacity",
-    "InsufficientCapacity",
-    "InsufficientHostCapacity",
-    "InsufficientReservedInstanceCapacity",
-    "InstanceLimitExceeded",
-    "VcpuLimitExceeded",
-    "MaxSpotInstanceCountExceeded",
-    "SpotMaxPriceTooLow",
-    "InvalidSpotPriceLimit.LowerThanPublicPrice",
-    "InsufficientFreeAddressesInSubnet",
-    "Unsupported",
-    "UnsupportedOperation",
-    "OperationDenied.NoStock",
-    "Zone.NotOnSale",
-    "InvalidResourceType.NotSupported",
-    "InvalidInstanceType.NotSupported",
-    "QuotaExceed",
-)
-# A code counts only where it stands as a code ("api error Unsupported: ...", "Code: X\n"), so
-# Terraform's own "Unsupported argument" or "Unsupported Terraform Core version" do not.
-_CAPACITY_RE = re.compile(
-    r"(?<![A-Za-z.])("
-    + "|".join(re.escape(code) for code in CAPACITY_ERROR_CODES)
-    + r")(?=[.:;,\"')\]]|[ \t]*$)",
-    re.MULTILINE,
-)
+Location = state_backend.StateLocation | None  # where a box's remote state lives, if anywhere
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -156,9 +130,29 @@ def default_owner() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def is_capacity_error(error: TerraformError) -> str | None:
+def failover_codes(cloud: str | None = None) -> tuple[str, ...]:
+    """Capacity and quota codes of `cloud` (of every registered cloud when None), longest
+    first so that "QuotaExceed.ElasticQuota" wins over "QuotaExceed"."""
+    names = [cloud] if cloud else clouds.names()
+    codes = {code for name in names for code in clouds.get(name).failover_codes()}
+    return tuple(sorted(codes, key=lambda code: (-len(code), code)))
+
+
+@functools.cache
+def _failover_re(codes: tuple[str, ...]) -> re.Pattern[str]:
+    # A code counts only where it stands as a code ("api error Unsupported: ...", "Code: X\n"),
+    # so Terraform's own "Unsupported argument" or "Unsupported Terraform Core version" do not.
+    return re.compile(
+        r"(?<![A-Za-z.])("
+        + "|".join(re.escape(code) for code in codes)
+        + r")(?=[.:;,\"')\]]|[ \t]*$)",
+        re.MULTILINE,
+    )
+
+
+def is_capacity_error(error: TerraformError, cloud: str | None = None) -> str | None:
     """The capacity/quota error code in a Terraform failure, or None."""
-    match = _CAPACITY_RE.search(error.text())
+    match = _failover_re(failover_codes(cloud)).search(error.text())
     return match.group(1) if match else None
 
 
@@ -188,17 +182,13 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
     with box_lock(name):
         box = _box_for_up(name, candidates[0], location, options, expires_at)
         public_key = _ensure_box_files(box)
-        if _has_resources(box) and not _same_target(box.candidate, candidates[0]):
+        if _has_resources(box, location) and not _same_target(box.candidate, candidates[0]):
             # A failed earlier `up` aimed elsewhere: clear it with its own config first.
             say(f"removing what the earlier attempt on {_describe(box.candidate)} left")
-            _destroy_or_fail(box, progress)
+            _destroy_or_fail(box, location, progress)
         tried: list[str] = []
         box.attempts = []  # what this run tried; earlier runs' failures are history
         for index, candidate in enumerate(candidates):
-            last = index == len(candidates) - 1
-            box.candidate, box.cloud, box.region = candidate, candidate.cloud, candidate.region
-            box.state, box.error = "creating", None
-            box.save()
             request = RenderRequest(
                 name=name,
                 owner=box.owner,
@@ -213,34 +203,22 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                 spot_max_price=options.spot_max_price,
                 subnet_id=options.subnet_id,
             )
-            render_box(box.directory, request)
-            # With remote state, publish before applying: if this machine dies mid-apply,
-            # `orch down NAME --state ...` elsewhere can still rebuild the box and destroy it.
-            _publish(box)
-            say(
-                f"creating box {name}: {candidate.instance_type} ({candidate.gpu_count}x "
-                f"{candidate.gpu}) in {candidate.region}, {candidate.market}"
-            )
-            terraform = _terraform(box, progress)
             try:
-                _init(box, terraform)
-                applied = terraform.apply()
+                _attempt(box, request, location, say, progress)
+                return box
             except TerraformError as exc:
-                code = is_capacity_error(exc)
+                code = is_capacity_error(exc, candidate.cloud)
                 attempt = _describe(candidate)
                 box.attempts.append({**_target(candidate), "error": code or exc.message})
-                if code and not last:
-                    tried.append(f"{attempt}: {code}")
-                    say(f"{attempt}: {code}; destroying the partial box, trying the next candidate")
-                    box.state = "destroying"
-                    box.save()
-                    _destroy_or_fail(box, progress, terraform)
-                    continue
-                box.state, box.error = "failed", exc.message
-                box.save()
-                _publish(box)
                 if code:
                     tried.append(f"{attempt}: {code}")
+                if code and index < len(candidates) - 1:
+                    say(f"{attempt}: {code}; destroying the partial box, trying the next candidate")
+                    _set_state(box, "destroying")
+                    _destroy_or_fail(box, location, progress)
+                    continue
+                _set_state(box, "failed", exc.message, location)
+                if code:
                     raise OrchError(
                         f"no capacity for any plan candidate ({'; '.join(tried)})",
                         hint=f"`orch down {name}` removes what was created",
@@ -250,19 +228,43 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                     hint=f"`orch down {name}` removes what was created; `orch up` retries",
                 ) from None
             except Interrupted:
-                box.state, box.error = "failed", "interrupted"
-                box.save()
-                _publish(box)
+                _set_state(box, "failed", "interrupted", location)
                 raise Interrupted(
                     f"interrupted; box {name} is partly created: `orch down {name}` removes it"
                 ) from None
-            outputs = applied.outputs()
-            box.outputs = outputs if outputs is not None else terraform.output()
-            box.state = "up"
-            box.save()
-            _publish(box)
-            return box
     raise OrchError("the plan has no candidates")  # pragma: no cover - Plan always has one
+
+
+def _attempt(
+    box: Box, request: RenderRequest, location: Location, say: Say, progress: Say | None
+) -> None:
+    """One candidate: render, (publish), init, apply, record the outputs. Raises
+    TerraformError or Interrupted with the box left "creating" for the caller to settle."""
+    candidate = request.candidate
+    box.candidate, box.cloud, box.region = candidate, candidate.cloud, candidate.region
+    _set_state(box, "creating")
+    render_box(box.directory, request)
+    # With remote state, publish before applying: if this machine dies mid-apply,
+    # `orch down NAME --state ...` elsewhere can still rebuild the box and destroy it.
+    _publish(box, location)
+    say(
+        f"creating box {box.name}: {candidate.instance_type} ({candidate.gpu_count}x "
+        f"{candidate.gpu}) in {candidate.region}, {candidate.market}"
+    )
+    terraform = _terraform(box, progress)
+    _init(box, terraform, location)
+    applied = terraform.apply()
+    outputs = applied.outputs()
+    box.outputs = outputs if outputs is not None else terraform.output()
+    _set_state(box, "up", None, location)
+
+
+def _set_state(box: Box, state: str, error: str | None = None, publish: Location = None) -> None:
+    """The one place a box's state changes: save the record (and publish it with remote
+    state, when `publish` is the box's location)."""
+    box.state, box.error = state, error
+    box.save()
+    _publish(box, publish)
 
 
 def _box_for_up(
@@ -358,44 +360,66 @@ def _describe(candidate: Candidate) -> str:
 
 
 def down(name: str, state_url: str | None, say: Say, progress: Say | None = None) -> Box:
-    """Destroy box `name` and everything it created; returns its last record."""
+    """Destroy box `name` and everything it created; returns its last record.
+
+    Ends by asking the box's cloud what still carries its orch:box tag: the cloud is the truth.
+    """
     validate_box_name(name)
-    location = state_backend.parse_state_url(state_url) if state_url else None
+    given = state_backend.parse_state_url(state_url) if state_url else None
     with box_lock(name):
         if box_exists(name):
             box = load_box(name)
-            if location and box.state_url and box.state_url != location.url:
+            if given and box.state_url and box.state_url != given.url:
                 raise UsageError(f"box {name} keeps its state in {box.state_url}, not {state_url}")
-        elif location is not None:
-            box = restore_box(location, name)
-            say(f"rebuilt box {name} from {location.url}")
+        elif given is not None:
+            box = restore_box(given, name)
+            say(f"rebuilt box {name} from {given.url}")
         else:
             raise UsageError(f"no box named {name!r}", hint="see `orch list`")
+        location = _location_of(box, given)
         if (box.directory / "main.tf").exists():
             say(f"destroying box {name} ({box.candidate.instance_type} in {box.region})")
-            box.state = "destroying"
-            box.save()
+            _set_state(box, "destroying")
             try:
-                _destroy(box, progress)
+                _destroy(box, location, progress)
             except TerraformError as exc:
-                box.state, box.error = "failed", exc.message
-                box.save()
+                _set_state(box, "failed", exc.message)
                 raise OrchError(
                     f"destroying box {name} failed: {exc.message}",
                     hint=f"its directory {box.directory} is kept; re-run `orch down {name}`",
                 ) from None
             except Interrupted:
-                box.state, box.error = "failed", "interrupted during destroy"
-                box.save()
+                _set_state(box, "failed", "interrupted during destroy")
                 raise Interrupted(
                     f"interrupted; box {name} is partly destroyed: re-run `orch down {name}`"
                 ) from None
-        if box.state_url:
-            loc = state_backend.parse_state_url(box.state_url)
-            state_backend.delete_box_objects(loc, name, state_backend.bucket_region(loc))
+            _confirm_gone(box)
+        if location is not None:
+            state_backend.delete_box_objects(location, name, state_backend.bucket_region(location))
         shutil.rmtree(box.directory)
         box.state = "destroyed"
         return box
+
+
+def _location_of(box: Box, given: Location) -> Location:
+    """The box's state location, parsed once (reusing the --state value when it is the same)."""
+    if not box.state_url:
+        return None
+    if given is not None and given.url == box.state_url:
+        return given
+    return state_backend.parse_state_url(box.state_url)
+
+
+def _confirm_gone(box: Box) -> None:
+    """Ask the cloud what still carries the box's tag; anything left keeps the box "failed"."""
+    left = clouds.get(box.cloud).list_tagged(box.region, box.name)
+    if left:
+        shown = ", ".join(f"{r.kind} {r.id}" for r in left[:5])
+        _set_state(box, "failed", f"still in the cloud after destroy: {shown}")
+        raise OrchError(
+            f"Terraform destroyed box {box.name}, but {box.cloud} still lists {shown}",
+            hint=f"re-run `orch down {box.name}`, or `orch sweep` once it has expired",
+        )
 
 
 def restore_box(location: state_backend.StateLocation, name: str) -> Box:
@@ -428,31 +452,28 @@ def _terraform(box: Box, progress: Say | None) -> Terraform:
     return Terraform(box.directory, env=cloud_runtime_env(box.cloud), progress=progress)
 
 
-def _init(box: Box, terraform: Terraform) -> None:
-    if not box.state_url:
+def _init(box: Box, terraform: Terraform, location: Location) -> None:
+    if location is None:
         terraform.init()
         return
-    location = state_backend.parse_state_url(box.state_url)
     region = state_backend.bucket_region(location)
     path = box.directory / BACKEND_FILE
     write_json(path, state_backend.backend_config(location, box.name, region))
     terraform.init(backend_config=path)
 
 
-def _destroy(box: Box, progress: Say | None, terraform: Terraform | None = None) -> None:
-    terraform = terraform or _terraform(box, progress)
-    _init(box, terraform)
+def _destroy(box: Box, location: Location, progress: Say | None) -> None:
+    terraform = _terraform(box, progress)
+    _init(box, terraform, location)
     terraform.destroy()
 
 
-def _destroy_or_fail(box: Box, progress: Say | None, terraform: Terraform | None = None) -> None:
+def _destroy_or_fail(box: Box, location: Location, progress: Say | None) -> None:
     """Destroy a partial box during `up`; if that fails, leave it "failed" for `down`."""
     try:
-        _destroy(box, progress, terraform)
+        _destroy(box, location, progress)
     except (TerraformError, Interrupted) as exc:
-        box.state, box.error = "failed", exc.message
-        box.save()
-        _publish(box)
+        _set_state(box, "failed", exc.message, location)
         if isinstance(exc, Interrupted):
             raise
         raise OrchError(
@@ -461,21 +482,20 @@ def _destroy_or_fail(box: Box, progress: Say | None, terraform: Terraform | None
         ) from None
 
 
-def _has_resources(box: Box) -> bool:
+def _has_resources(box: Box, location: Location) -> bool:
     """Whether an earlier attempt may have left resources (conservative: any state at all)."""
     if not (box.directory / "main.tf").exists():
         return False
-    if box.state_url:
+    if location is not None:
         return True  # remote state: ask Terraform (destroy of nothing is cheap enough)
     state = box.directory / "terraform.tfstate"
     return state.exists() and '"mode": "managed"' in state.read_text()
 
 
-def _publish(box: Box) -> None:
+def _publish(box: Box, location: Location) -> None:
     """Store record + rendered module next to the remote state (no-op for local state)."""
-    if not box.state_url:
+    if location is None:
         return
-    location = state_backend.parse_state_url(box.state_url)
     files = state_backend.collect_files(
         box.directory, [*RENDERED_FILES, TFVARS_FILE, "modules", ".terraform.lock.hcl"]
     )

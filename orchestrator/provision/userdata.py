@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from orchestrator import clouds
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.resources import resource_path
 
 SCRIPT = "scripts/install_drivers.sh"
 # EC2 rejects user data over 16 KB (raw, before base64); Aliyun allows 32 KB. Stay under both.
 USER_DATA_LIMIT = 16 * 1024
-CLOUDS = ("aws", "aliyun")
 _EXPIRES_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
@@ -40,8 +40,7 @@ def render_user_data(expires_at: str | None, cloud: str) -> str:
 
     `expires_at` is an ISO 8601 UTC time ("2026-12-02T19:00:00Z") or None (no expiry).
     """
-    if cloud not in CLOUDS:
-        raise UsageError(f"unknown cloud {cloud!r} (expected one of {', '.join(CLOUDS)})")
+    clouds.get(cloud)  # UsageError for a cloud nobody registered
     expiry = normalise_expires_at(expires_at) if expires_at else ""
     body = resource_path(SCRIPT).read_text()
     shebang, _, rest = body.partition("\n")

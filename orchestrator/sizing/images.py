@@ -1,44 +1,17 @@
 """Which machine image a candidate boots, who logs in, and how big its root volume starts.
 
-AWS: the newest Deep Learning AMI "OSS Nvidia Driver GPU PyTorch" for the region, resolved at
-apply time from its public SSM parameter (drivers, CUDA and PyTorch already installed).
-Source: AWS DLAMI release notes, "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.11
-(Ubuntu 24.04) 20261009", supported instances G4dn, G5, G6, Gr6, G6e, P4, P4de, P5, P5e, P5en
-(https://docs.aws.amazon.com/dlami/latest/devguide/, read 2026-12-02). P3 is not supported by
-current DLAMIs, so a legacy P3 boots Canonical's Ubuntu 22.04 and `install_drivers.sh` installs
-the driver.
-
-Aliyun: the public Ubuntu 22.04 system image (owners "system"); the driver script installs the
-NVIDIA driver and CUDA at first boot.
+Each cloud decides for its own instances (orchestrator/clouds/<cloud>/images.py): this is the
+one call selection makes, through the registry.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from orchestrator import clouds
 from orchestrator.catalog import InstanceType
+from orchestrator.clouds.base import ImageChoice
 
-DLAMI_PYTORCH_SSM = (
-    "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.11-ubuntu-24.04/"
-    "latest/ami-id"
-)
-UBUNTU_2204_SSM = (
-    "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
-)
-ALIYUN_UBUNTU_REGEX = "^ubuntu_22_04_x64"
-
-
-@dataclass(frozen=True)
-class ImageChoice:
-    query: dict[str, str]
-    ssh_user: str
-    base_volume_gib: int  # smallest root volume the image boots with, plus room for the OS
+__all__ = ["ImageChoice", "image_for"]
 
 
 def image_for(instance: InstanceType) -> ImageChoice:
-    if instance.cloud == "aws":
-        if instance.legacy:
-            return ImageChoice({"ssm_parameter": UBUNTU_2204_SSM}, "ubuntu", 60)
-        # The DLAMI's root snapshot is large (frameworks, CUDA): AWS recommends >= 100 GB.
-        return ImageChoice({"ssm_parameter": DLAMI_PYTORCH_SSM}, "ubuntu", 120)
-    return ImageChoice({"name_regex": ALIYUN_UBUNTU_REGEX, "owners": "system"}, "root", 60)
+    return clouds.get(instance.cloud).image_for(instance)

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
+from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.sizing.flops import training_flops_per_sample
@@ -20,7 +21,6 @@ from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.sizing.throughput import gpu_supports, samples_per_second, workload_of
 
-CLOUDS = ("aws", "aliyun")
 DEFAULT_SAMPLES = 100_000  # when neither --samples nor --epochs/--dataset-size is given
 DEFAULT_HEADROOM = 0.90  # estimated peak must stay within 90 % of GPU memory
 UNDERUSED_FRACTION = 0.5  # warn when a box would be less than half used
@@ -31,7 +31,7 @@ GIB = 1024**3
 
 @dataclass(frozen=True)
 class PlanOptions:
-    cloud: str = "any"  # "aws" | "aliyun" | "any"
+    cloud: str = "any"  # a registered cloud name, or "any"
     region: str | None = None
     spot: bool = False  # also consider spot capacity (ranked together with on-demand)
     max_price: float | None = None  # USD per hour for the whole instance
@@ -67,10 +67,9 @@ def job_samples(job: JobSpec) -> tuple[int, bool]:
 
 
 def _instances(options: PlanOptions) -> list[InstanceType]:
-    clouds = CLOUDS if options.cloud == "any" else (options.cloud,)
-    if options.cloud not in (*CLOUDS, "any"):
-        raise UsageError(f"unknown cloud {options.cloud!r} (choose aws, aliyun or any)")
-    instances = [i for c in clouds for i in load_instances(c)]
+    check_name(options.cloud, extra=("any",))
+    chosen = names() if options.cloud == "any" else (options.cloud,)
+    instances = [i for c in chosen for i in load_instances(c)]
     if options.region:
         instances = [i for i in instances if options.region in i.prices]
         if not instances:

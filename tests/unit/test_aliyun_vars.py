@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate
-from orchestrator.provision import aliyun_vars
+from orchestrator.clouds.aliyun import terraform as aliyun_vars
 from orchestrator.provision.render import RenderRequest, render_box, render_hcl
 from orchestrator.resources import resource_path
 

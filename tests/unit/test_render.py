@@ -15,8 +15,11 @@ import pytest
 
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
+from orchestrator.clouds import base as cloud_registry
+from orchestrator.clouds.aws.terraform import tfvars
 from orchestrator.provision import render
-from orchestrator.provision.render import RenderRequest, render_box, render_hcl, tfvars
+from orchestrator.provision.render import RenderRequest, render_box, render_hcl
+from orchestrator.resources import resource_path
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW1s3gk1qv0QH0aB orch-x"
@@ -89,7 +92,7 @@ def test_backend_blocks():
 
 def test_every_module_input_is_wired():
     """Each module variable is passed from a root variable of the same name."""
-    module_vars = Path(render.resource_path("terraform/modules/aws_gpu")) / "variables.tf"
+    module_vars = Path(resource_path("terraform/modules/aws_gpu")) / "variables.tf"
     names = [
         line.split('"')[1]
         for line in module_vars.read_text().splitlines()
@@ -191,10 +194,11 @@ def test_unknown_cloud():
 
 
 def test_a_cloud_without_its_mapping_module_is_a_clear_error(monkeypatch):
-    """Each cloud's variables come from its own module (Aliyun: aliyun_vars.py)."""
-    assert render.cloud_spec("aliyun").vars_module == "orchestrator.provision.aliyun_vars"
-    missing = render.CloudSpec(module="aliyun_gpu", vars_module="orchestrator.provision.nope")
-    monkeypatch.setitem(render.CLOUDS, "aliyun", missing)
+    """Each cloud's variables come from its own package (Aliyun: clouds/aliyun/terraform.py),
+    found through the registry."""
+    assert type(cloud_registry.get("aliyun")).__module__ == "orchestrator.clouds.aliyun.cloud"
+    monkeypatch.setitem(cloud_registry._entries, "aliyun", "orchestrator.provision.nope:Cloud")
+    monkeypatch.delitem(cloud_registry._loaded, "aliyun")
     with pytest.raises(OrchError, match="cannot provision aliyun boxes yet"):
         render.cloud_tfvars(request(candidate=candidate(cloud="aliyun")))
 

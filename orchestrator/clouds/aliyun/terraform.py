@@ -1,7 +1,8 @@
-"""Aliyun: a RenderRequest (plan candidate + what `orch up` decided) -> box module variables.
+"""Aliyun: a box request (plan candidate + what `orch up` decided) -> box module variables.
 
 The renderer (orchestrator/provision/render.py) writes these values to terraform.tfvars.json
-for templates/aliyun/*.j2, which pass them to terraform/modules/aliyun_gpu.
+for orchestrator/provision/templates/aliyun/*.j2, which pass them to
+terraform/modules/aliyun_gpu.
 
 Two Alibaba Cloud specifics:
 * `--ttl` also becomes the instance's auto_release_time, so ECS releases an expired box even if
@@ -18,6 +19,8 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orchestrator.clouds.aliyun.images import UBUNTU_REGEX
+from orchestrator.clouds.base import BoxRequest
 from orchestrator.errors import UsageError
 
 # Root module outputs (templates/aliyun/outputs.tf.j2); instance_id, public_ip, private_ip and
@@ -42,7 +45,7 @@ MAX_SYSTEM_DISK_GIB = 2048
 # and after the VPC, vSwitch, group and key pair are created: ten minutes of slack for that.
 MIN_RELEASE_DELAY = timedelta(minutes=40)
 MAX_RELEASE_DELAY = timedelta(days=3 * 365)
-DEFAULT_IMAGE_REGEX = "^ubuntu_22_04_x64"
+DEFAULT_IMAGE_REGEX = UBUNTU_REGEX
 
 
 def image_vars(image: dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +110,7 @@ def system_disk_gib(root_volume_gib: int | float) -> int:
     return max(MIN_SYSTEM_DISK_GIB, size)
 
 
-def tfvars(request: Any) -> dict[str, Any]:
+def tfvars(request: BoxRequest) -> dict[str, Any]:
     """The values of templates/aliyun/variables.tf.j2 for one box (a render.RenderRequest)."""
     candidate = request.candidate
     if request.subnet_id:

@@ -1,0 +1,62 @@
+"""Alibaba Cloud (ECS): the `aliyun` cloud.
+
+    cloud.py      AliyunCloud, the registry's object: wires the modules below to base.Cloud
+    client.py     SDK clients (ECS, VPC RPC), credentials, endpoints, the call wrapper
+    errors.py     error codes and their kinds (capacity, quota, retryable, permanent)
+    images.py     the image a catalog instance boots; DescribeImages lookup
+    terraform.py  box request -> terraform/modules/aliyun_gpu variables
+    stock.py      DescribeAvailableResource: zones with stock
+    prices.py     DescribePrice (`orch catalog refresh --cloud aliyun`)
+    tags.py       resources by orch tag;  cleanup.py  deleting them in dependency order
+    agent.py      Cloud Assistant (`orch check --via cloud-assistant`)
+
+Nothing here imports the SDK at module level: `orch plan` loads cloud.py without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# `from orchestrator.clouds import aliyun; aliyun.refresh_prices(...)` keeps working: names
+# resolve to their module on first access (PEP 562), so importing the package loads nothing.
+_EXPORTS = {
+    "client": (
+        "ENDPOINT_ENV",
+        "VPC_ENDPOINT_ENV",
+        "endpoint_config",
+        "ecs_client",
+        "vpc_client",
+        "OrchError",
+    ),
+    "errors": ("AliyunError", "CapacityError", "CAPACITY_CODES", "QUOTA_CODES"),
+    "images": ("Image", "find_image", "image_for"),
+    "stock": ("check_stock",),
+    "prices": ("describe_price", "refresh_prices"),
+    "tags": (
+        "list_tagged_instances",
+        "list_tagged_security_groups",
+        "list_tagged_key_pairs",
+        "list_tagged_vpcs",
+        "list_tagged_vswitches",
+        "list_tagged_resources",
+    ),
+    "cleanup": (
+        "release_instance",
+        "wait_instances_released",
+        "delete_security_group",
+        "delete_key_pairs",
+        "delete_vswitch",
+        "delete_vpc",
+        "delete_tagged",
+    ),
+    "agent": ("run_command", "CloudAssistantTransport"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -1,0 +1,88 @@
+"""AliyunCloud: Alibaba Cloud ECS behind orchestrator.clouds.base.Cloud.
+
+Imported by the registry on first use; the modules that need the SDK load inside the methods.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clouds.base import (
+    BOX_TAG,
+    AgentTransport,
+    BoxRequest,
+    ErrorKind,
+    ImageChoice,
+    TaggedResource,
+)
+from orchestrator.resources import resource_path
+
+# The root-module templates live with the renderer (orchestrator/provision/templates/<cloud>).
+_TEMPLATES = Path(__file__).resolve().parents[2] / "provision" / "templates" / "aliyun"
+
+
+class AliyunCloud:
+    name = "aliyun"
+    title = "Aliyun"
+    reserved_tag_prefixes = ("acs:", "aliyun")  # ECS rejects tag keys starting with these
+    agent_via = "cloud-assistant"
+
+    def catalog_file(self) -> Path | None:
+        return None  # orchestrator/catalog/data/aliyun.toml
+
+    def image_for(self, instance: Any) -> ImageChoice:
+        from orchestrator.clouds.aliyun.images import image_for
+
+        return image_for(instance)
+
+    def module_dir(self) -> Path:
+        return resource_path("terraform/modules/aliyun_gpu")
+
+    def templates_dir(self) -> Path:
+        return _TEMPLATES
+
+    def outputs(self) -> tuple[str, ...]:
+        from orchestrator.clouds.aliyun.terraform import OUTPUTS
+
+        return OUTPUTS
+
+    def tfvars(self, request: BoxRequest) -> dict[str, Any]:
+        from orchestrator.clouds.aliyun.terraform import tfvars
+
+        return tfvars(request)
+
+    def runtime_env(self) -> dict[str, str]:
+        from orchestrator.clouds.aliyun.terraform import runtime_env
+
+        return runtime_env()
+
+    def zones_with_stock(self, region: str, instance_type: str, spot: bool) -> list[str] | None:
+        from orchestrator.clouds.aliyun.stock import check_stock
+
+        return check_stock(region, instance_type, spot)
+
+    def error_kind(self, code: str) -> ErrorKind:
+        from orchestrator.clouds.aliyun.errors import error_kind
+
+        return error_kind(code)
+
+    def failover_codes(self) -> tuple[str, ...]:
+        from orchestrator.clouds.aliyun.errors import CAPACITY_CODES, QUOTA_CODES
+
+        return tuple(sorted(CAPACITY_CODES | QUOTA_CODES))
+
+    def list_tagged(self, region: str, box: str | None = None) -> list[TaggedResource]:
+        from orchestrator.clouds.aliyun.tags import list_tagged_resources
+
+        return list_tagged_resources(region, {BOX_TAG: box})
+
+    def delete_tagged(self, region: str, resources: list[TaggedResource]) -> None:
+        from orchestrator.clouds.aliyun.cleanup import delete_tagged
+
+        delete_tagged(region, resources)
+
+    def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
+        from orchestrator.clouds.aliyun.agent import CloudAssistantTransport
+
+        return CloudAssistantTransport(instance_id, region)

@@ -1,0 +1,176 @@
+"""Aliyun: list what carries orch's tags (instances, security groups, key pairs, VPCs,
+vSwitches), all pages. ECS resources through the ECS SDK, VPC resources through the VPC API.
+
+`tags` filters: every given tag must be present (value None: any value).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.clouds.aliyun.client import call, ecs_client, vpc_rpc
+from orchestrator.clouds.base import TaggedResource
+
+Tags = dict[str, str | None]
+
+
+def _ecs_tags(item: Any) -> dict[str, str]:
+    tags = getattr(getattr(item, "tags", None), "tag", None) or []
+    return {t.tag_key: t.tag_value or "" for t in tags}
+
+
+def list_tagged_instances(region: str, tags: Tags) -> list[TaggedResource]:
+    """Instances carrying every given tag; `name` is the instance type, `state` its Status."""
+    from alibabacloud_ecs20140526 import models
+
+    client = ecs_client(region)
+    filters = [
+        models.DescribeInstancesRequestTag(key=key, value=value) for key, value in tags.items()
+    ]
+    found: list[TaggedResource] = []
+    token: str | None = None
+    while True:
+        request = models.DescribeInstancesRequest(
+            region_id=region, tag=filters or None, max_results=100, next_token=token
+        )
+        body = call("DescribeInstances", lambda r=request: client.describe_instances(r)).body
+        for item in (body.instances.instance or []) if body.instances else []:
+            found.append(
+                TaggedResource(
+                    "instance",
+                    item.instance_id,
+                    item.instance_type or "",
+                    _ecs_tags(item),
+                    region=region,
+                    state=item.status or "",
+                )
+            )
+        token = body.next_token
+        if not token:
+            return found
+
+
+def list_tagged_security_groups(region: str, tags: Tags) -> list[TaggedResource]:
+    from alibabacloud_ecs20140526 import models
+
+    client = ecs_client(region)
+    filters = [
+        models.DescribeSecurityGroupsRequestTag(key=key, value=value) for key, value in tags.items()
+    ]
+    found: list[TaggedResource] = []
+    token: str | None = None
+    while True:
+        request = models.DescribeSecurityGroupsRequest(
+            region_id=region, tag=filters or None, max_results=100, next_token=token
+        )
+        body = call(
+            "DescribeSecurityGroups", lambda r=request: client.describe_security_groups(r)
+        ).body
+        groups = (body.security_groups.security_group if body.security_groups else None) or []
+        for group in groups:
+            found.append(
+                TaggedResource(
+                    "security_group",
+                    group.security_group_id,
+                    group.security_group_name or "",
+                    _ecs_tags(group),
+                    region=region,
+                    vpc_id=group.vpc_id or "",
+                )
+            )
+        token = body.next_token
+        if not token:
+            return found
+
+
+def list_tagged_key_pairs(region: str, tags: Tags) -> list[TaggedResource]:
+    """Key pairs: `id` is the key pair's name (the API has no other id)."""
+    from alibabacloud_ecs20140526 import models
+
+    client = ecs_client(region)
+    filters = [
+        models.DescribeKeyPairsRequestTag(key=key, value=value) for key, value in tags.items()
+    ]
+    found: list[TaggedResource] = []
+    page = 1
+    while True:
+        request = models.DescribeKeyPairsRequest(
+            region_id=region, tag=filters or None, page_number=page, page_size=50
+        )
+        body = call("DescribeKeyPairs", lambda r=request: client.describe_key_pairs(r)).body
+        pairs = (body.key_pairs.key_pair if body.key_pairs else None) or []
+        for pair in pairs:
+            found.append(
+                TaggedResource(
+                    "key_pair", pair.key_pair_name, pair.key_pair_name, _ecs_tags(pair), region
+                )
+            )
+        if len(pairs) < 50 or page * 50 >= int(body.total_count or 0):
+            return found
+        page += 1
+
+
+def _vpc_tag_query(tags: Tags) -> dict[str, str]:
+    query: dict[str, str] = {}
+    for index, (key, value) in enumerate(tags.items(), start=1):
+        query[f"Tag.{index}.Key"] = key
+        if value is not None:
+            query[f"Tag.{index}.Value"] = value
+    return query
+
+
+def _vpc_tags(raw: Any) -> dict[str, str]:
+    items = (raw or {}).get("Tag") or []
+    return {item["Key"]: item.get("Value", "") for item in items if "Key" in item}
+
+
+def _list_vpc_api(
+    region: str, action: str, tags: Tags, wrapper: str, item: str
+) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    page = 1
+    while True:
+        body = vpc_rpc(region, action, {**_vpc_tag_query(tags), "PageNumber": page, "PageSize": 50})
+        items = ((body.get(wrapper) or {}).get(item)) or []
+        found += items
+        if len(items) < 50 or page * 50 >= int(body.get("TotalCount") or 0):
+            return found
+        page += 1
+
+
+def list_tagged_vpcs(region: str, tags: Tags) -> list[TaggedResource]:
+    """VPCs, via the VPC API's DescribeVpcs."""
+    return [
+        TaggedResource(
+            "vpc", raw["VpcId"], raw.get("VpcName", ""), _vpc_tags(raw.get("Tags")), region
+        )
+        for raw in _list_vpc_api(region, "DescribeVpcs", tags, "Vpcs", "Vpc")
+    ]
+
+
+def list_tagged_vswitches(region: str, tags: Tags) -> list[TaggedResource]:
+    """vSwitches, via DescribeVSwitches."""
+    return [
+        TaggedResource(
+            "vswitch",
+            raw["VSwitchId"],
+            raw.get("VSwitchName", ""),
+            _vpc_tags(raw.get("Tags")),
+            region,
+            vpc_id=raw.get("VpcId", ""),
+        )
+        for raw in _list_vpc_api(region, "DescribeVSwitches", tags, "VSwitches", "VSwitch")
+    ]
+
+
+def list_tagged_resources(region: str, tags: Tags) -> list[TaggedResource]:
+    """Everything above, instances first."""
+    found = list_tagged_instances(region, tags)
+    for lister in (
+        list_tagged_security_groups,
+        list_tagged_key_pairs,
+        list_tagged_vswitches,
+        list_tagged_vpcs,
+    ):
+        found += lister(region, tags)
+    return found

@@ -1,0 +1,68 @@
+"""AWS: delete what a box left (instances, then security groups and key pairs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from orchestrator.clouds.aws.client import call, client
+from orchestrator.clouds.aws.errors import AwsError
+from orchestrator.clouds.base import ErrorKind, TaggedResource, retry_while
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def terminate_instances(region: str, instance_ids: list[str], wait_s: float = 900) -> None:
+    """Terminate instances and wait until they are gone (their security groups free up)."""
+    if not instance_ids:
+        return
+    ec2 = client("ec2", region)
+    for chunk in _chunks(instance_ids, 500):
+        call("TerminateInstances", ec2.terminate_instances, InstanceIds=chunk)
+    waiter = ec2.get_waiter("instance_terminated")
+    delay = 5
+    for chunk in _chunks(instance_ids, 100):
+        call(
+            "waiting for termination",
+            waiter.wait,
+            InstanceIds=chunk,
+            WaiterConfig={"Delay": delay, "MaxAttempts": max(1, int(wait_s / delay))},
+        )
+
+
+def delete_security_group(region: str, group_id: str) -> None:
+    """Delete a security group; one already gone is no error.
+
+    Fails with code DependencyViolation while AWS still sees a terminated instance's network
+    interface: delete_tagged retries.
+    """
+    ec2 = client("ec2", region)
+    try:
+        call("DeleteSecurityGroup", ec2.delete_security_group, GroupId=group_id)
+    except AwsError as exc:
+        if exc.code != "InvalidGroup.NotFound":
+            raise
+
+
+def delete_key_pair(region: str, key_name: str) -> None:
+    """Delete by name: unique per region, and understood by every EC2 implementation."""
+    ec2 = client("ec2", region)
+    call("DeleteKeyPair", ec2.delete_key_pair, KeyName=key_name)
+
+
+def retry_while_blocked(
+    delete: Callable[[], None], timeout_s: float | None = None, pause_s: float | None = None
+) -> None:
+    """Retry `delete` while DependencyViolation (a terminated instance's interface) blocks it."""
+    retry_while(lambda exc: exc.kind is ErrorKind.RETRYABLE, delete, timeout_s, pause_s)
+
+
+def delete_tagged(region: str, resources: list[TaggedResource]) -> None:
+    terminate_instances(region, [r.id for r in resources if r.kind == "instance"])
+    for resource in resources:
+        if resource.kind == "security_group":
+            retry_while_blocked(lambda g=resource.id: delete_security_group(region, g))
+        elif resource.kind == "key_pair":
+            delete_key_pair(region, resource.name)

@@ -1,0 +1,85 @@
+"""AwsCloud: AWS EC2 behind orchestrator.clouds.base.Cloud.
+
+Imported by the registry on first use; the modules that need the SDK load inside the methods.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.clouds.base import (
+    AgentTransport,
+    BoxRequest,
+    ErrorKind,
+    ImageChoice,
+    TaggedResource,
+)
+from orchestrator.resources import resource_path
+
+# The root-module templates live with the renderer (orchestrator/provision/templates/<cloud>).
+_TEMPLATES = Path(__file__).resolve().parents[2] / "provision" / "templates" / "aws"
+
+
+class AwsCloud:
+    name = "aws"
+    title = "AWS"
+    reserved_tag_prefixes = ("aws:",)  # EC2 rejects tag keys starting with aws:
+    agent_via = "ssm"
+
+    def catalog_file(self) -> Path | None:
+        return None  # orchestrator/catalog/data/aws.toml
+
+    def image_for(self, instance: Any) -> ImageChoice:
+        from orchestrator.clouds.aws.images import image_for
+
+        return image_for(instance)
+
+    def module_dir(self) -> Path:
+        return resource_path("terraform/modules/aws_gpu")
+
+    def templates_dir(self) -> Path:
+        return _TEMPLATES
+
+    def outputs(self) -> tuple[str, ...]:
+        from orchestrator.clouds.aws.terraform import OUTPUTS
+
+        return OUTPUTS
+
+    def tfvars(self, request: BoxRequest) -> dict[str, Any]:
+        from orchestrator.clouds.aws.terraform import tfvars
+
+        return tfvars(request)
+
+    def runtime_env(self) -> dict[str, str]:
+        from orchestrator.clouds.aws.terraform import runtime_env
+
+        return runtime_env()
+
+    def zones_with_stock(self, region: str, instance_type: str, spot: bool) -> list[str] | None:
+        return None  # EC2 has no stock API: a launch tells (capacity codes in errors.py)
+
+    def error_kind(self, code: str) -> ErrorKind:
+        from orchestrator.clouds.aws.errors import error_kind
+
+        return error_kind(code)
+
+    def failover_codes(self) -> tuple[str, ...]:
+        from orchestrator.clouds.aws.errors import CAPACITY_CODES, QUOTA_CODES
+
+        return tuple(sorted(CAPACITY_CODES | QUOTA_CODES))
+
+    def list_tagged(self, region: str, box: str | None = None) -> list[TaggedResource]:
+        from orchestrator.clouds.aws.tags import list_tagged_resources
+
+        return list_tagged_resources(region, box)
+
+    def delete_tagged(self, region: str, resources: list[TaggedResource]) -> None:
+        from orchestrator.clouds.aws.cleanup import delete_tagged
+
+        delete_tagged(region, resources)
+
+    def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
+        from orchestrator.clouds.aws.agent import SsmTransport
+
+        return SsmTransport(instance_id, region)

@@ -1,0 +1,84 @@
+"""AWS: a box request (plan candidate + what `orch up` decided) -> box module variables.
+
+The renderer (orchestrator/provision/render.py) writes these values to terraform.tfvars.json
+for orchestrator/provision/templates/aws/*.j2, which pass them to terraform/modules/aws_gpu.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from orchestrator.clouds.base import BoxRequest
+from orchestrator.errors import UsageError
+
+# Root module outputs (templates/aws/outputs.tf.j2); orch and `orch check` read these.
+OUTPUTS = (
+    "instance_id",
+    "public_ip",
+    "private_ip",
+    "availability_zone",
+    "ami_id",
+    "ssh_user",
+    "security_group_id",
+    "key_name",
+)
+
+
+def image_vars(image: dict[str, Any]) -> dict[str, Any]:
+    """Plan `image` dict -> the module's image_source and matching variable."""
+    if not isinstance(image, dict):
+        raise UsageError("plan candidate's image is not an object")
+    if image.get("id"):
+        return {"image_source": "id", "ami_id": str(image["id"])}
+    if image.get("ssm_parameter"):
+        return {"image_source": "ssm_parameter", "ami_ssm_parameter": str(image["ssm_parameter"])}
+    if image.get("name_filter") or image.get("name_regex"):
+        owners = image.get("owners") or ["amazon"]
+        if isinstance(owners, str):
+            owners = [o.strip() for o in owners.split(",") if o.strip()]
+        return {
+            "image_source": "name_filter",
+            "ami_name_filter": image.get("name_filter"),
+            "ami_name_regex": image.get("name_regex"),
+            "ami_owners": [str(o) for o in owners],
+        }
+    raise UsageError(
+        f"plan image {json.dumps(image)} names no AMI",
+        hint="expected one of id, ssm_parameter, name_filter or name_regex",
+    )
+
+
+def tfvars(request: BoxRequest) -> dict[str, Any]:
+    """AWS: the values of the box root module's variables (see templates/aws/variables.tf.j2)."""
+    candidate = request.candidate
+    values: dict[str, Any] = {
+        "region": candidate.region,
+        "default_tags": request.orch_tags(),
+        "name": request.name,
+        "owner": request.owner,
+        "expires_at": request.expires_at or "",
+        "instance_type": candidate.instance_type,
+        **image_vars(candidate.image),
+        "root_volume_gib": int(candidate.root_volume_gib),
+        "market": candidate.market,
+        "user_data": request.user_data,
+        "ssh_public_key": request.ssh_public_key,
+        "ssh_user": candidate.ssh_user,
+        "ssh_ingress_cidrs": list(request.ssh_ingress_cidrs),
+        "allow_world_ssh": bool(request.allow_world_ssh),
+        "tags": dict(request.tags),
+    }
+    if candidate.market == "spot" and request.spot_max_price is not None:
+        values["spot_max_price"] = f"{request.spot_max_price:.4f}".rstrip("0").rstrip(".")
+    if request.subnet_id:
+        values["subnet_id"] = request.subnet_id
+    return values
+
+
+def runtime_env() -> dict[str, str]:
+    """Extra environment for Terraform, derived from standard variables at each run."""
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return {"TF_VAR_aws_skip_checks": "true"}
+    return {}
