@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.clouds.aliyun import terraform as aliyun_vars
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate
-from orchestrator.clouds.aliyun import terraform as aliyun_vars
 from orchestrator.provision.render import RenderRequest, render_box, render_hcl
 from orchestrator.resources import resource_path
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import OrchError, UsageError
-from orchestrator.plan import Candidate
 from orchestrator.clouds import base as cloud_registry
 from orchestrator.clouds.aws.terraform import tfvars
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.plan import Candidate
 from orchestrator.provision import render
 from orchestrator.provision.render import RenderRequest, render_box, render_hcl
 from orchestrator.resources import resource_path
