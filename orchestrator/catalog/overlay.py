@@ -73,7 +73,7 @@ def read_overlay(cloud: str) -> Overlay:
     path = overlay_path(cloud)
     if not os.path.exists(path):
         return {}
-    from orchestrator.catalog.loader import read_toml_cached
+    from orchestrator.catalog.toml_cache import read_toml_cached
 
     # The parse cache is keyed by name, mtime and size: the name carries the whole path, so
     # that two overlays (two XDG_DATA_HOMEs) never share an entry.

@@ -1,0 +1,264 @@
+"""The Cloud seam's rules: clouds are reached through the registry only, the import graph has
+no circle and no upward import, and the registry / sweeper behave as documented."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from orchestrator import clouds
+from orchestrator.clouds import base
+from orchestrator.clouds.base import ErrorKind, NoCredentials, TaggedResource
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.sweep import sweep
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "orchestrator"
+CLOUD_NAME = re.compile(r"[\"'](aws|aliyun)[\"']")
+MAX_FILES_NAMING_A_CLOUD = 2
+
+# Layers, bottom first: a module may import its own layer or lower ones only. Cloud packages
+# sit above the catalog (their images read catalog rows) and below everything that uses them.
+LAYERS: list[tuple[str, ...]] = [
+    ("orchestrator.errors", "orchestrator.resources", "orchestrator.textui"),
+    ("orchestrator.clouds.base", "orchestrator.clouds"),
+    ("orchestrator.catalog",),
+    ("orchestrator.clouds.aws", "orchestrator.clouds.aliyun"),
+    ("orchestrator.sizing", "orchestrator.plan"),
+    ("orchestrator.provision", "orchestrator.check", "orchestrator.sweep"),
+    ("orchestrator.commands",),
+    ("orchestrator.cli", "orchestrator.__main__", "orchestrator"),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """orchestrator module -> the orchestrator modules it imports (anywhere in its code)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from orchestrator import clouds` imports orchestrator.clouds, not the top.
+                subs = {f"{node.module}.{alias.name}" for alias in node.names} & set(modules)
+                found.update(subs or {node.module})
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def layer_of(module: str) -> int:
+    best, rank = -1, len(LAYERS)
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    return rank
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_at_most_two_files_outside_clouds_name_a_cloud():
+    naming = sorted(
+        str(p.relative_to(REPO))
+        for p in PACKAGE.rglob("*.py")
+        if not p.is_relative_to(PACKAGE / "clouds") and CLOUD_NAME.search(p.read_text())
+    )
+    assert len(naming) <= MAX_FILES_NAMING_A_CLOUD, naming
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_import_graph_has_no_circle():
+    assert cycles(import_graph()) == []
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    graph = import_graph()
+    assert all(layer_of(m) < len(LAYERS) for m in graph), "every module has a layer"
+    upward = sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if layer_of(target) > layer_of(source)
+    )
+    assert upward == []
+
+
+def test_clouds_base_imports_only_the_standard_library_and_errors():
+    tree = ast.parse((PACKAGE / "clouds" / "base.py").read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    } | {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    ours = {m for m in imported if m.startswith("orchestrator")}
+    assert ours == {"orchestrator.errors"}
+
+
+def test_built_in_clouds_satisfy_the_protocol_and_classify_their_failover_codes():
+    assert clouds.names()[:2] == ("aws", "aliyun")
+    for cloud in clouds.all_clouds():
+        assert isinstance(cloud, clouds.Cloud)
+        assert cloud.module_dir().is_dir() and (cloud.templates_dir() / "main.tf.j2").is_file()
+        assert {"instance_id", "public_ip", "private_ip", "ssh_user"} <= set(cloud.outputs())
+        for code in cloud.failover_codes():
+            assert cloud.error_kind(code).fails_over, (cloud.name, code)
+        assert cloud.error_kind("DependencyViolation") is ErrorKind.RETRYABLE
+        assert cloud.error_kind("UnauthorizedOperation") is ErrorKind.PERMANENT
+
+
+def test_registering_and_resolving_clouds_loads_no_sdk():
+    code = (
+        "import sys\n"
+        "from orchestrator import clouds\n"
+        "for cloud in clouds.all_clouds():\n"
+        "    cloud.failover_codes(), cloud.outputs(), cloud.module_dir()\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('boto', 'alibabacloud'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_unknown_cloud_names_the_registered_ones():
+    with pytest.raises(UsageError, match=r"unknown cloud 'gcp' \(expected one of aws, aliyun"):
+        clouds.get("gcp")
+
+
+def test_a_bad_plugin_reference_is_a_usage_error(monkeypatch):
+    monkeypatch.setenv(base.PLUGINS_ENV, "no-colon-here")
+    with pytest.raises(UsageError, match="is not module:attr"):
+        clouds.names()
+    monkeypatch.setenv(base.PLUGINS_ENV, "tests.nothing_here:Cloud")
+    with pytest.raises(OrchError, match="tests.nothing_here is missing"):
+        clouds.names()
+
+
+class MemoryCloud:
+    """Just enough of a Cloud for the sweeper: resources kept in a list."""
+
+    name = "memory"
+    title = "Memory"
+    reserved_tag_prefixes: tuple[str, ...] = ()
+    agent_via = None
+
+    def __init__(self, resources: list[TaggedResource], fail: Exception | None = None):
+        self.resources = resources
+        self.fail = fail
+        self.no_credentials = False
+
+    def catalog_file(self) -> None:
+        return None
+
+    def list_tagged(self, region: str, box: str | None = None) -> list[TaggedResource]:
+        if self.no_credentials:
+            raise NoCredentials("no memory credentials found")
+        return [r for r in self.resources if box is None or r.box == box]
+
+    def delete_tagged(self, region: str, resources: list[TaggedResource]) -> None:
+        if self.fail:
+            raise self.fail
+        self.resources = [r for r in self.resources if r not in resources]
+
+
+@pytest.fixture
+def memory(monkeypatch):
+    cloud = MemoryCloud(
+        [
+            TaggedResource(
+                "instance",
+                "m-1",
+                "big",
+                {"orch:box": "old", "orch:expires-at": "2020-01-01T00:00:00Z"},
+            ),  # noqa: E501
+            TaggedResource(
+                "instance",
+                "m-2",
+                "big",
+                {"orch:box": "new", "orch:expires-at": "2099-01-01T00:00:00Z"},
+            ),  # noqa: E501
+        ]
+    )
+    clouds.register("memory", cloud)
+    yield cloud
+    base.unregister("memory")
+
+
+NOW = datetime(2026, 12, 3, tzinfo=UTC)
+
+
+def test_sweep_destroys_expired_boxes_then_asks_the_cloud_again(memory, capsys):
+    report = sweep(["memory"], ["r1"], now=NOW)
+    assert [(g.box, g.action) for g in report.groups] == [("new", "kept"), ("old", "destroyed")]
+    assert [r.id for r in memory.resources] == ["m-2"]
+    assert capsys.readouterr() == ("", "")  # the library reports, the command prints
+
+
+def test_sweep_reports_a_failed_delete_as_a_value(memory, capsys):
+    memory.fail = base.CloudError("busy", code="DependencyViolation")
+    report = sweep(["memory"], ["r1"], now=NOW)
+    [failed] = report.failed
+    assert failed.box == "old" and failed.error == "busy"
+    assert capsys.readouterr() == ("", "")
+
+
+def test_sweep_skips_a_cloud_without_credentials_only_when_not_named(memory):
+    memory.no_credentials = True
+    report = sweep(["memory"], ["r1"], now=NOW, explicit_cloud=False)
+    assert report.skipped == {"memory": "no memory credentials found"} and report.groups == []
+    with pytest.raises(NoCredentials):
+        sweep(["memory"], ["r1"], now=NOW, explicit_cloud=True)
+    # Any other error is never taken for missing credentials, whatever its message says.
+    memory.no_credentials = False
+    memory.list_tagged = lambda region, box=None: (_ for _ in ()).throw(  # type: ignore[method-assign]
+        base.CloudError("credentials expired for this region")
+    )
+    with pytest.raises(base.CloudError):
+        sweep(["memory"], ["r1"], now=NOW, explicit_cloud=False)
