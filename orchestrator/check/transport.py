@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from orchestrator.provision.boxes import Box
 
 __all__ = ["CommandResult", "Unreachable"]  # re-exported: they live in clouds.base
-VIAS = ("ssh", "ssm", "cloud-assistant")  # ssh, then the built-in clouds' agents
+VIAS = ("ssh", "ssm", "cloud-assistant")  # ssh, then the built-in clouds' agents (see vias())
 SSH_CONFIG_ENV = "ORCH_SSH_CONFIG"
 
 
@@ -177,9 +177,16 @@ def box_address(box: Box) -> str:
     return str(host)
 
 
+def vias() -> tuple[str, ...]:
+    """ssh, then the agent of every registered cloud that has one."""
+    agents = (c.agent_via for c in clouds.all_clouds() if c.agent_via)
+    return tuple(dict.fromkeys(("ssh", *agents)))
+
+
 def transport_for_box(box: Box, via: str = "ssh", ssh_config: str | None = None) -> Transport:
-    if via not in VIAS:
-        raise UsageError(f"unknown transport {via!r} (expected one of {', '.join(VIAS)})")
+    choices = vias()
+    if via not in choices:
+        raise UsageError(f"unknown transport {via!r} (expected one of {', '.join(choices)})")
     if via == "ssh":
         outputs = box.outputs or {}
         return SshTransport(

@@ -262,3 +262,40 @@ def test_sweep_skips_a_cloud_without_credentials_only_when_not_named(memory):
     )
     with pytest.raises(base.CloudError):
         sweep(["memory"], ["r1"], now=NOW, explicit_cloud=False)
+
+
+# ------------------------------------------------------------------------ check --via
+
+
+@pytest.fixture
+def faux_cloud():
+    from tests.fixtures.clouds.faux import FauxCloud
+
+    clouds.register("faux", FauxCloud())
+    yield
+    base.unregister("faux")
+
+
+def box_on(cloud: str, tmp_path: Path):
+    from tests.unit.test_boxes import make_box
+
+    box = make_box("exp1", cloud=cloud)
+    box.directory = tmp_path / "exp1"
+    return box
+
+
+def test_an_agent_transport_comes_from_the_box_s_cloud(tmp_path, faux_cloud):
+    from orchestrator.check.transport import transport_for_box, vias
+
+    assert vias() == ("ssh", "ssm", "cloud-assistant", "faux-agent")
+    assert type(transport_for_box(box_on("aws", tmp_path), via="ssm")).__name__ == "SsmTransport"
+    agent = transport_for_box(box_on("faux", tmp_path), via="faux-agent")
+    assert agent.run("true", 5).status == "Success"
+    with pytest.raises(UsageError, match=r"--via ssm works only for AWS boxes \(use faux-agent"):
+        transport_for_box(box_on("faux", tmp_path), via="ssm")
+    with pytest.raises(
+        UsageError, match=r"--via cloud-assistant works only for Aliyun boxes \(use ssm on AWS\)"
+    ):
+        transport_for_box(box_on("aws", tmp_path), via="cloud-assistant")
+    with pytest.raises(UsageError, match="unknown transport 'telnet'"):
+        transport_for_box(box_on("aws", tmp_path), via="telnet")
