@@ -19,14 +19,15 @@ def require(condition: object, what: str) -> None:
     """Skip a test whose prerequisite is missing, but fail it in CI (CI=true).
 
     End-to-end tests must never pass silently in CI because moto, the provider mirror or
-    sshd went missing.
+    sshd went missing. Callable in a test, a fixture, or at module level (as `require_module`
+    is): locally a module-level call skips that module only, not the whole session.
     """
     if condition:
         return
     message = f"prerequisite missing: {what}"
     if in_ci():
         pytest.fail(message + " (CI=true: end-to-end prerequisites are mandatory)")
-    pytest.skip(message)
+    pytest.skip(message, allow_module_level=True)
 
 
 def require_module(name: str, what: str | None = None):  # noqa: ANN201 - the module
