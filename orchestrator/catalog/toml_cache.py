@@ -1,0 +1,76 @@
+"""Parse a TOML file through a data-only cache in the user's cache directory.
+
+Parsing the catalog's TOML files costs more than the rest of `orch plan`, so the parsed tables
+are kept between runs, keyed by the file's name, mtime and size. The cache holds JSON, not a
+pickle: a cache directory restored from CI or shared between users is data, and loading it
+can never run code. TOML's date and time values are stored (and returned on a miss too) as
+ISO strings, so a hit and a miss give the same result.
+
+Both the loader (shipped data files) and the price overlay read through here; this module
+imports nothing from the catalog.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+SUFFIX = ".json"
+_OLD_SUFFIXES = (".pickle",)  # earlier releases' format: deleted, never loaded
+
+
+def read_toml_cached(path: Path, cache_name: str) -> dict[str, Any]:
+    """Parse a TOML file, through the cache kept under `cache_name` (see `cache_path`).
+
+    Raises FileNotFoundError (or another OSError), or ValueError (tomllib.TOMLDecodeError)
+    for a malformed file. An unreadable or corrupt cache entry only means parsing again.
+    """
+    stat = path.stat()
+    cached = cache_path(cache_name, stat.st_mtime_ns, stat.st_size)
+    try:
+        data = json.loads(cached.read_bytes())
+        if isinstance(data, dict):
+            return data
+    except (OSError, ValueError):  # missing, unreadable, or not JSON (UnicodeDecodeError too)
+        pass
+    import tomllib  # only on a cache miss: the parser costs more start-up than the rest
+
+    with path.open("rb") as handle:
+        parsed = tomllib.load(handle)
+    payload = json.dumps(parsed, default=_iso, separators=(",", ":"))
+    _write_quietly(cached, payload.encode())
+    return json.loads(payload)
+
+
+def _iso(value: object) -> str:
+    """TOML's offset/local date-times, dates and times, as ISO 8601 strings."""
+    if isinstance(value, _dt.date | _dt.time):
+        return value.isoformat()
+    raise TypeError(f"cannot cache a {type(value).__name__} from TOML")
+
+
+def cache_path(filename: str, mtime_ns: int, size: int) -> Path:
+    """Where the parsed form of `filename` is kept: $XDG_CACHE_HOME/orch/catalog/."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "orch" / "catalog" / f"{filename}.{mtime_ns}.{size}{SUFFIX}"
+
+
+def _write_quietly(target: Path, payload: bytes) -> None:
+    """Best effort: a read-only or missing cache directory just means parsing next time."""
+    import tempfile  # pulls in shutil, random, bz2 and lzma: only when writing
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stem = target.name.split(".", 2)[0]
+        for suffix in (SUFFIX, *_OLD_SUFFIXES):
+            for stale in target.parent.glob(f"{stem}.*{suffix}"):
+                stale.unlink(missing_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+        os.replace(tmp, target)
+    except OSError:
+        pass
