@@ -66,7 +66,11 @@ def cli() -> None:
       orch plan --model bert-large            rank instances by cost per job
       orch plan --model llama-3-8b --lora-rank 16 -o plan.json
       orch up --plan plan.json --name exp1 --ttl 2h
+      orch list                               every box; `orch status exp1` for one
       orch down exp1
+
+    \b
+    Every command's --help ends with examples.
     """
 
 
