@@ -25,8 +25,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "up": ("orchestrator.commands.boxes", "up", "Create a box from a plan."),
     "down": ("orchestrator.commands.boxes", "down", "Destroy a box and all it created."),
-    "status": ("orchestrator.commands.boxes", "status", "Show boxes and their state."),
-    "list": ("orchestrator.commands.boxes", "list_boxes", "List boxes (same as status)."),
+    "status": ("orchestrator.commands.boxes", "status", "Show one box in detail."),
+    "list": ("orchestrator.commands.boxes", "list_boxes", "List every box and its state."),
     "check": ("orchestrator.commands.check", "check", "Verify a box's GPUs match its plan."),
     "watch": ("orchestrator.commands.check", "watch", "Show GPU utilisation on a box."),
     "sweep": ("orchestrator.commands.sweep", "sweep", "Destroy expired or leaked boxes."),
@@ -66,7 +66,11 @@ def cli() -> None:
       orch plan --model bert-large            rank instances by cost per job
       orch plan --model llama-3-8b --lora-rank 16 -o plan.json
       orch up --plan plan.json --name exp1 --ttl 2h
+      orch list                               every box; `orch status exp1` for one
       orch down exp1
+
+    \b
+    Every command's --help ends with examples.
     """
 
 

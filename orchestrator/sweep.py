@@ -28,7 +28,7 @@ from orchestrator.clouds.base import (
 )
 from orchestrator.errors import OrchError, UsageError
 
-ALL = "all"  # `orch sweep --cloud all`: every registered cloud
+ALL = "any"  # `orch sweep --cloud any`: every registered cloud
 # Deletion order within a box when a cloud lists a box's resources: what holds one goes first.
 KIND_ORDER = {"instance": 0, "security_group": 1, "key_pair": 2, "vswitch": 3, "vpc": 4}
 
@@ -142,7 +142,7 @@ def group_resources(
 
 
 def clouds_for(choice: str) -> list[str]:
-    """`--cloud` value -> cloud names ("all": every registered cloud)."""
+    """`--cloud` value -> cloud names ("any": every registered cloud)."""
     if choice == ALL:
         return list(clouds.names())
     return [clouds.check_name(choice, extra=(ALL,))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,14 +20,15 @@ def require(condition: object, what: str) -> None:
     """Skip a test whose prerequisite is missing, but fail it in CI (CI=true).
 
     End-to-end tests must never pass silently in CI because moto, the provider mirror or
-    sshd went missing.
+    sshd went missing. Callable in a test, a fixture, or at module level (as `require_module`
+    is): locally a module-level call skips that module only, not the whole session.
     """
     if condition:
         return
     message = f"prerequisite missing: {what}"
     if in_ci():
         pytest.fail(message + " (CI=true: end-to-end prerequisites are mandatory)")
-    pytest.skip(message)
+    pytest.skip(message, allow_module_level=True)
 
 
 def require_module(name: str, what: str | None = None):  # noqa: ANN201 - the module
@@ -37,6 +39,67 @@ def require_module(name: str, what: str | None = None):  # noqa: ANN201 - the mo
         return importlib.import_module(name)
     except ImportError:
         require(False, what or f"Python module {name} (pip install -e '.[test]')")
+
+
+# GPUs of the instance types the tests use, as the catalog lists them: (GPU, count, GiB each).
+GPUS_OF_TYPE: dict[str, tuple[str, int, float]] = {
+    "g5.xlarge": ("A10G", 1, 24.0),
+    "g4dn.xlarge": ("T4", 1, 16.0),
+    "p4d.24xlarge": ("A100", 8, 40.0),
+    "ecs.gn6i-c4g1.xlarge": ("T4", 1, 16.0),
+    "ecs.gn7i-c8g1.2xlarge": ("A10", 1, 24.0),
+}
+# Per cloud: where the box is, what it boots and who logs in.
+CLOUD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "aws": dict(
+        region="us-east-1",
+        instance_type="g5.xlarge",
+        image={"ssm_parameter": "/aws/service/x"},
+        root_volume_gib=150,
+        ssh_user="ubuntu",
+        price_per_hour=1.006,
+        samples_per_s=12.5,
+        hours=2.0,
+        cost=2.01,
+        memory_per_gpu_bytes=10 * 2**30,
+        memory_fraction=0.42,
+    ),
+    "aliyun": dict(
+        region="cn-hangzhou",
+        instance_type="ecs.gn6i-c4g1.xlarge",
+        image={"name_regex": "^ubuntu_22_04_x64", "owners": "system"},
+        root_volume_gib=90,
+        ssh_user="root",
+        price_per_hour=1.185,
+        samples_per_s=12.9,
+        hours=2.3,
+        cost=2.74,
+        memory_per_gpu_bytes=1,
+        memory_fraction=0.73,
+    ),
+}
+
+
+def candidate(
+    instance_type: str | None = None,
+    market: str = "on-demand",
+    *,
+    cloud: str | None = None,
+    **changes: Any,
+) -> Candidate:
+    """A plan row for tests: the cloud's defaults, the GPUs of `instance_type`, then `changes`.
+
+    The cloud follows from the instance type (`ecs.*` is Aliyun) unless given.
+    """
+    if cloud is None:
+        cloud = "aliyun" if (instance_type or "").startswith("ecs.") else "aws"
+    values: dict[str, Any] = dict(CLOUD_DEFAULTS[cloud], cloud=cloud, market=market)
+    if instance_type is not None:
+        values["instance_type"] = instance_type
+    gpu, count, memory = GPUS_OF_TYPE.get(values["instance_type"], ("A10G", 1, 24.0))
+    values.update(gpu=gpu, gpu_count=count, gpu_memory_gib=memory)
+    values.update(changes)
+    return Candidate(**values)
 
 
 def plan_file(tmp_path: Path, *candidates: Candidate) -> str:

@@ -17,7 +17,7 @@ File format (written by `render_overlay`, one inline table per type and region):
 previous figure was carried over.
 
 Start-up: `read_overlay` costs one `os.path.exists` when there is no overlay; a present one is
-parsed through the loader's pickle cache, like the shipped files.
+parsed through the same data-only parse cache as the shipped files (`toml_cache`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orchestrator.catalog.schema import Price, Source
+from orchestrator.catalog.toml_cache import read_toml_cached
 from orchestrator.errors import OrchError
 
 MARKETS = ("on_demand", "spot")
@@ -73,8 +74,6 @@ def read_overlay(cloud: str) -> Overlay:
     path = overlay_path(cloud)
     if not os.path.exists(path):
         return {}
-    from orchestrator.catalog.toml_cache import read_toml_cached
-
     # The parse cache is keyed by name, mtime and size: the name carries the whole path, so
     # that two overlays (two XDG_DATA_HOMEs) never share an entry.
     cache_name = "price-overlay" + "".join(c if c.isalnum() else "_" for c in str(path)) + ".toml"

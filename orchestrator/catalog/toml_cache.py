@@ -1,46 +1,61 @@
-"""Parse a TOML file through a cache of its parsed form, kept between runs.
+"""Parse a TOML file through a data-only cache in the user's cache directory.
 
-Shared by the loader (shipped data files) and the price overlay, which both import it; it
-imports neither of them.
+Parsing the catalog's TOML files costs more than the rest of `orch plan`, so the parsed tables
+are kept between runs, keyed by the file's name, mtime and size. The cache holds JSON, not a
+pickle: a cache directory restored from CI or shared between users is data, and loading it
+can never run code. TOML's date and time values are stored (and returned on a miss too) as
+ISO strings, so a hit and a miss give the same result.
+
+Both the loader (shipped data files) and the price overlay read through here; this module
+imports nothing from the catalog.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any
 
+SUFFIX = ".json"
+_OLD_SUFFIXES = (".pickle",)  # earlier releases' format: deleted, never loaded
+
 
 def read_toml_cached(path: Path, cache_name: str) -> dict[str, Any]:
-    """Parse a TOML file, through a pickle cache kept under `cache_name` (see _parse_cache).
+    """Parse a TOML file, through the cache kept under `cache_name` (see `cache_path`).
 
-    Raises FileNotFoundError, or ValueError (tomllib.TOMLDecodeError) for a malformed file.
+    Raises FileNotFoundError (or another OSError), or ValueError (tomllib.TOMLDecodeError)
+    for a malformed file. An unreadable or corrupt cache entry only means parsing again.
     """
     stat = path.stat()
-    cached = _parse_cache(cache_name, stat.st_mtime_ns, stat.st_size)
+    cached = cache_path(cache_name, stat.st_mtime_ns, stat.st_size)
     try:
-        data = pickle.loads(cached.read_bytes())
+        data = json.loads(cached.read_bytes())
         if isinstance(data, dict):
             return data
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+    except (OSError, ValueError):  # missing, unreadable, or not JSON (UnicodeDecodeError too)
         pass
     import tomllib  # only on a cache miss: the parser costs more start-up than the rest
 
     with path.open("rb") as handle:
-        data = tomllib.load(handle)
-    _write_quietly(cached, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
-    return data
+        parsed = tomllib.load(handle)
+    payload = json.dumps(parsed, default=_iso, separators=(",", ":"))
+    _write_quietly(cached, payload.encode())
+    return json.loads(payload)
 
 
-def _parse_cache(filename: str, mtime_ns: int, size: int) -> Path:
-    """Where the parsed form of a data file is kept between runs.
+def _iso(value: object) -> str:
+    """TOML's offset/local date-times, dates and times, as ISO 8601 strings."""
+    if isinstance(value, _dt.date | _dt.time):
+        return value.isoformat()
+    raise TypeError(f"cannot cache a {type(value).__name__} from TOML")
 
-    Parsing the TOML files costs more than the rest of `orch plan`; a pickle of the parsed
-    tables, keyed by the file's mtime and size, loads about ten times faster.
-    """
+
+def cache_path(filename: str, mtime_ns: int, size: int) -> Path:
+    """Where the parsed form of `filename` is kept: $XDG_CACHE_HOME/orch/catalog/."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "orch" / "catalog" / f"{filename}.{mtime_ns}.{size}.pickle"
+    return Path(base) / "orch" / "catalog" / f"{filename}.{mtime_ns}.{size}{SUFFIX}"
 
 
 def _write_quietly(target: Path, payload: bytes) -> None:
@@ -49,8 +64,10 @@ def _write_quietly(target: Path, payload: bytes) -> None:
 
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        for stale in target.parent.glob(target.name.split(".", 2)[0] + ".*.pickle"):
-            stale.unlink(missing_ok=True)
+        stem = target.name.split(".", 2)[0]
+        for suffix in (SUFFIX, *_OLD_SUFFIXES):
+            for stale in target.parent.glob(f"{stem}.*{suffix}"):
+                stale.unlink(missing_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)

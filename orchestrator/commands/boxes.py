@@ -9,11 +9,18 @@ from typing import Any
 
 import click
 
+from orchestrator.commands.aliases import deprecated_option, take_deprecated, warn_deprecated
+from orchestrator.commands.check_options import (
+    VIA_CHOICES,
+    check_timeout_option,
+    ssh_config_option,
+    via_option,
+)
 from orchestrator.commands.job_options import job_from_options, job_options
 from orchestrator.commands.selection_options import (
     explicit,
     selection_from_options,
-    selection_options,
+    up_selection_options,
 )
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError, UsageError
 from orchestrator.plan import Plan, read_plan
@@ -99,17 +106,22 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
 @click.option("--state", "state_url", help="Keep Terraform state in s3://bucket/prefix.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Extra tag (repeatable).")
 @click.option("--subnet-id", help="Launch in this subnet instead of the default VPC.")
-@click.option("--no-check", is_flag=True, help="Skip the GPU check after the box is up.")
 @click.option(
-    "--check-via",
-    type=click.Choice(["ssh", "ssm", "cloud-assistant"]),
-    default="ssh",
-    show_default=True,
-    help="How the post-boot check reaches the box (cloud agents need no SSH ingress).",
+    "--spot-bid",
+    type=float,
+    metavar="USD/h",
+    help="Spot boxes: the most to pay per hour for the instance (default: the going spot"
+    " price, up to on-demand).",
 )
+@deprecated_option("--max-price", "--spot-bid", "max_price", type=float)
+@click.option("--no-check", is_flag=True, help="Skip the GPU check after the box is up.")
+@via_option("How the check after boot reaches the box.")
+@deprecated_option("--check-via", "--via", "check_via", type=click.Choice(VIA_CHOICES))
+@check_timeout_option("--check-timeout", "check_timeout")
+@ssh_config_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the box as one JSON object.")
 @job_options
-@selection_options
+@up_selection_options
 def up(
     plan_path: str | None,
     name: str,
@@ -119,22 +131,41 @@ def up(
     state_url: str | None,
     tags: tuple[str, ...],
     subnet_id: str | None,
+    spot_bid: float | None,
     no_check: bool,
-    check_via: str,
+    via: str,
+    check_via: str | None,
+    check_timeout: float,
+    ssh_config: str | None,
     as_json: bool,
     **kwargs: Any,
 ) -> None:
-    """Create a box from a plan (the choice, then its alternatives on capacity errors).
+    """Create a box from a plan (the choice, then its alternatives on capacity errors), then
+    check that its GPUs match the plan (as `orch check` does; --no-check skips it).
 
     \b
-    orch up --plan plan.json --name exp1 --ttl 2h
-    orch up --model bert-large --spot --name exp1 --ssh-cidr 203.0.113.7/32 --json
+    Examples:
+      orch up --plan plan.json --name exp1 --ttl 2h
+      orch up --model bert-large --spot --spot-bid 0.40 --name exp1 --ttl 90m
+      orch up --plan plan.json --name exp1 --ssh-cidr 203.0.113.7/32 --json
+      orch up --plan plan.json --name exp1 --via ssm --check-timeout 900
+      orch up --plan plan.json --name exp1 --state s3://my-bucket/orch --no-check
     """
     from orchestrator.provision import lifecycle, state_backend
     from orchestrator.provision.boxes import validate_box_name
 
     # Everything the user typed is checked before anything touches a cloud.
     validate_box_name(name)
+    via = take_deprecated("--via", via, "--check-via", check_via, explicit("via"))
+    # --max-price is up's old name of the bid (planning inline, it also filters, as it did).
+    old_bid = kwargs.get("max_price")
+    bid = take_deprecated("--spot-bid", spot_bid, "--max-price", old_bid, explicit("spot_bid"))
+    if bid is not None and not (0 < bid < float("inf")):
+        raise UsageError(f"--spot-bid {bid} is not a positive price (USD per hour)")
+    if not no_check and via == "ssh":
+        from orchestrator.check.transport import resolve_ssh_config
+
+        ssh_config = resolve_ssh_config(ssh_config)  # --ssh-config, else $ORCH_SSH_CONFIG
     if ttl:
         lifecycle.parse_ttl(ttl)
     cidrs = lifecycle.normalise_cidrs(list(ssh_cidrs), allow_world_ssh)
@@ -151,13 +182,13 @@ def up(
         allow_world_ssh=allow_world_ssh,
         state_url=state_url,
         tags=extra_tags,
-        spot_max_price=kwargs.get("max_price"),
+        spot_max_price=bid,
         subnet_id=subnet_id,
     )
     box = lifecycle.up(plan, options, _say(as_json), _progress(as_json))
     summary = lifecycle.box_summary(box)
     if not no_check:
-        _check(box, as_json, check_via)
+        _check(box, as_json, via, check_timeout, ssh_config)
     if as_json:
         keys = (
             "name",
@@ -187,12 +218,12 @@ def up(
     )
 
 
-def _check(box: Any, quiet: bool, via: str) -> None:
+def _check(box: Any, quiet: bool, via: str, timeout: float, ssh_config: str | None) -> None:
     from orchestrator.check.verify import check_box
 
     if not quiet:
-        click.echo(f"orch: checking the GPUs of box {box.name} (up to 10 minutes)...", err=True)
-    report = check_box(box, ssh_config=None, timeout=600, via=via)
+        click.echo(f"orch: checking the GPUs of box {box.name} (up to {timeout:g} s)...", err=True)
+    report = check_box(box, ssh_config=ssh_config, timeout=timeout, via=via)
     if not report.ok:
         problems = "; ".join(check.message for check in report.failures())
         raise OrchError(
@@ -207,7 +238,13 @@ def _check(box: Any, quiet: bool, via: str) -> None:
 @click.option("--state", "state_url", help="s3://bucket/prefix the box's state was kept in.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def down(name: str, state_url: str | None, as_json: bool) -> None:
-    """Destroy box NAME and everything it created (also after a failed or interrupted up)."""
+    """Destroy box NAME and everything it created (also after a failed or interrupted up).
+
+    \b
+    Examples:
+      orch down exp1
+      orch down exp1 --state s3://my-bucket/orch --json
+    """
     from orchestrator.provision import lifecycle
 
     box = lifecycle.down(name, state_url, _say(as_json), _progress(as_json))
@@ -239,44 +276,118 @@ def _rows(boxes: list[Any]) -> list[list[str]]:
     return rows
 
 
-def _show(name: str | None, as_json: bool) -> None:
+def _list(as_json: bool) -> None:
     from orchestrator.provision import lifecycle
-    from orchestrator.provision.boxes import list_boxes, load_box
+    from orchestrator.provision.boxes import list_boxes
     from orchestrator.textui import table
 
-    boxes = [load_box(name)] if name else list_boxes()
-    summaries = [lifecycle.box_summary(b) for b in boxes]
+    boxes = list_boxes()
     if as_json:
-        click.echo(json.dumps(summaries[0] if name else summaries, indent=2))
+        click.echo(json.dumps([lifecycle.box_summary(b) for b in boxes], indent=2))
         return
     if not boxes:
         click.echo("no boxes (create one with `orch up`)")
         return
     headers = ["name", "state", "cloud", "region", "instance", "market", "public ip", "expires"]
     click.echo(table(headers, _rows(boxes)))
-    if name:
-        summary = summaries[0]
-        for label, key in (
-            ("instance id", "instance_id"),
-            ("ssh", "ssh_command"),
-            ("state", "state_url"),
-            ("error", "error"),
-            ("directory", "box_dir"),
-        ):
-            if summary.get(key):
-                click.echo(f"{label}: {summary[key]}")
+
+
+def _expiry(expires_at: str | None) -> str:
+    """The expiry with the time left (or how long ago it passed)."""
+    if not expires_at:
+        return "never (no --ttl)"
+    try:
+        when = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return expires_at
+    seconds = int((when - datetime.now(UTC)).total_seconds())
+    hours, minutes = divmod(abs(seconds) // 60, 60)
+    left = f"{hours}h{minutes:02d}m"
+    return f"{expires_at} (in {left})" if seconds > 0 else f"{expires_at} (expired {left} ago)"
+
+
+def box_detail(box: Any) -> dict[str, Any]:
+    """`orch status NAME --json`: the summary `orch up --json` prints, plus the plan row."""
+    from orchestrator.provision import lifecycle
+
+    detail = dict(lifecycle.box_summary(box))
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    detail["expired"] = bool(box.expires_at and box.expires_at < now)
+    detail["candidate"] = box.candidate.to_dict()
+    return detail
+
+
+def _detail(name: str, as_json: bool) -> None:
+    from orchestrator.provision.boxes import load_box
+
+    box = load_box(name)
+    detail = box_detail(box)
+    if as_json:
+        click.echo(json.dumps(detail, indent=2))
+        return
+    c = box.candidate
+    price = "-" if c.price_per_hour is None else f"${c.price_per_hour:.3f}/h"
+    cost = "-" if c.cost is None else f"${c.cost:,.2f}"
+    rows = [
+        ("state", box.state),
+        ("cloud", f"{box.cloud} {box.region}"),
+        ("instance", f"{c.instance_type} ({c.gpu_count}x{c.gpu}, {c.market}, {price})"),
+        ("instance id", detail["instance_id"]),
+        ("public ip", detail["public_ip"]),
+        ("private ip", detail["private_ip"]),
+        ("ssh", detail["ssh_command"]),
+        ("created", box.created_at),
+        ("expires", _expiry(box.expires_at)),
+        (
+            "plan",
+            f"{c.samples_per_s:,.1f} samples/s, {c.hours:.2f} h, job cost {cost}, "
+            f"{c.memory_fraction:.0%} of {c.gpu_memory_gib:g} GiB per GPU",
+        ),
+        ("attempts", "; ".join(_attempt(a) for a in box.attempts)),
+        ("state url", box.state_url),
+        ("error", box.error),
+        ("directory", detail["box_dir"]),
+    ]
+    click.echo(f"box {box.name}")
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        if value:
+            click.echo(f"  {label:{width}}  {value}")
+
+
+def _attempt(attempt: dict[str, Any]) -> str:
+    where = " ".join(str(attempt.get(k, "")) for k in ("instance_type", "region", "market"))
+    return f"{where.strip()}: {attempt.get('error', 'failed')}"
 
 
 @click.command("status")
 @click.argument("name", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def status(name: str | None, as_json: bool) -> None:
-    """Show box NAME, or every box, from the local registry."""
-    _show(name, as_json)
+    """Show box NAME in detail: state, cloud and region, instance, addresses, expiry, and
+    the plan row it was created from. `orch list` shows every box.
+
+    \b
+    Examples:
+      orch status exp1
+      orch status exp1 --json
+    """
+    if name is None:
+        # Earlier releases listed every box here: keep that working for old scripts.
+        warn_deprecated("`orch status` without a NAME", "`orch list`")
+        _list(as_json)
+        return
+    _detail(name, as_json)
 
 
 @click.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 def list_boxes(as_json: bool) -> None:
-    """List every box (same as `orch status` without a name)."""
-    _show(None, as_json)
+    """List every box in the local registry: state, cloud, region, instance, IP, expiry.
+
+    \b
+    Examples:
+      orch list
+      orch list --json
+    """
+    _list(as_json)

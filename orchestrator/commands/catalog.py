@@ -66,7 +66,13 @@ def catalog(ctx: click.Context) -> None:
 @catalog.command(name="gpus")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def gpus_command(as_json: bool) -> None:
-    """GPUs with memory, dense peak TFLOPS and memory bandwidth."""
+    """GPUs with memory, dense peak TFLOPS and memory bandwidth.
+
+    \b
+    Examples:
+      orch catalog gpus
+      orch catalog gpus --json
+    """
     gpus = list(load_gpus().values())
     headers = ["GPU", "ARCH", "MEMORY", *[f"{p.upper()} TF" for p in PRECISION_COLUMNS]]
     headers += ["BW GB/s", "INTERCONNECT"]
@@ -118,7 +124,14 @@ def _known_regions(instances: Sequence[InstanceType]) -> set[str]:
 def instances_command(
     cloud: str | None, region: str | None, spot: bool, gpu_name: str | None, as_json: bool
 ) -> None:
-    """GPU instance types with specs and USD/hour prices."""
+    """GPU instance types with specs and USD/hour prices.
+
+    \b
+    Examples:
+      orch catalog instances --cloud aws --region us-east-1
+      orch catalog instances --gpu A10G --spot
+      orch catalog instances --json
+    """
     instances = load_instances(cloud)
     if region is not None and region not in _known_regions(instances):
         known = ", ".join(sorted(_known_regions(instances)))
@@ -203,7 +216,13 @@ def _params(count: int | None) -> str:
 @catalog.command(name="models")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
 def models_command(as_json: bool) -> None:
-    """Models with their architecture shape (from their Hugging Face config)."""
+    """Models with their architecture shape (from their Hugging Face config).
+
+    \b
+    Examples:
+      orch catalog models
+      orch catalog models --json
+    """
     models = list(load_models().values())
     headers = ["MODEL", "TYPE", "PARAMS", "LAYERS", "HIDDEN", "HEADS", "ALIASES"]
     rows = []

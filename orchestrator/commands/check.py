@@ -7,14 +7,17 @@ from typing import TYPE_CHECKING
 
 import click
 
+from orchestrator.commands.check_options import (
+    check_timeout_option,
+    ssh_config_option,
+    via_option,
+)
 from orchestrator.errors import UsageError
 
 if TYPE_CHECKING:
     from orchestrator.check.verify import CheckReport, Expected
     from orchestrator.check.watch import Sample
     from orchestrator.provision.boxes import Box
-
-VIA_CHOICE = click.Choice(["ssh", "ssm", "cloud-assistant"])
 
 
 def _load_box(name: str) -> Box:
@@ -53,22 +56,19 @@ def _expected_from_plan(plan_path: str | None) -> Expected:
     help="With --local: compare against this plan's choice.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=600,
-    show_default=True,
-    help="Seconds to keep retrying while the box boots.",
-)
-@click.option(
-    "--ssh-config",
-    type=click.Path(dir_okay=False),
-    help="ssh_config file passed to ssh -F (default: $ORCH_SSH_CONFIG, else ssh's own).",
-)
-@click.option("--via", type=VIA_CHOICE, default="ssh", show_default=True, help="Transport.")
+@check_timeout_option()
+@ssh_config_option()
+@via_option()
 @click.pass_context
 def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> None:
     """Verify that a box's GPUs (count, model, memory, driver, ECC) match its plan.
+
+    \b
+    Examples:
+      orch check exp1
+      orch check exp1 --via ssm --timeout 300 --json
+      orch check exp1 --ssh-config ~/.ssh/orch_config
+      orch check --local --plan plan.json
 
     \b
     Exit codes: 0 match, 3 mismatch (or no driver), 1 unreachable, 2 usage.
@@ -140,10 +140,18 @@ def _format_sample(sample: Sample) -> list[str]:
     help="Utilisation percentage counted as idle.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per sample (JSON lines).")
-@click.option("--ssh-config", type=click.Path(dir_okay=False), help="ssh_config for ssh -F.")
-@click.option("--via", type=VIA_CHOICE, default="ssh", show_default=True, help="Transport.")
+@ssh_config_option()
+@via_option()
 def watch(name, local, interval, count, window, low_util, as_json, ssh_config, via) -> None:
-    """Show GPU utilisation and memory every few seconds; warn about idle or full GPUs."""
+    """Show GPU utilisation and memory every few seconds; warn about idle or full GPUs.
+
+    \b
+    Examples:
+      orch watch exp1
+      orch watch exp1 --interval 10 --count 6 --json
+      orch watch exp1 --low-util 50 --window 600
+      orch watch --local
+    """
     from orchestrator.check.transport import LocalTransport, transport_for_box
     from orchestrator.check.watch import UsageMonitor, window_samples
     from orchestrator.check.watch import watch as run_watch

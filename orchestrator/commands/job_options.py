@@ -63,8 +63,8 @@ _SHAPE_OPTIONS = (
         "--gpus",
         type=int,
         default=1,
-        show_default=True,
-        help="Data-parallel GPUs; for plan/up, only boxes with exactly this many GPUs.",
+        help="Data-parallel GPUs (the estimate assumes 1 when not given). plan/up: only boxes"
+        " with exactly this many GPUs; not given: boxes with any GPU count.",
     ),
     click.option(
         "--zero",

@@ -44,7 +44,14 @@ def plan(top: int, output: str | None, as_json: bool, **kwargs: Any) -> None:
     Ranks every (cloud, region, instance type, market) whose per-GPU memory estimate stays
     within --headroom of GPU memory, by the cost of the whole job (--samples, or --epochs
     with --dataset-size; 100,000 samples when neither is given), then by time. With --gpus N
-    only boxes with exactly N GPUs are considered.
+    only boxes with exactly N GPUs are considered; without it, any GPU count.
+
+    \b
+    Examples:
+      orch plan --model bert-large
+      orch plan --model llama-3-8b --lora-rank 16 --gpus 1 -o plan.json
+      orch plan --hf-config config.json --cloud aws --region us-east-1 --spot --json
+      orch plan --model bert-large --epochs 3 --dataset-size 120000 --max-price 2 --deadline 6h
     """
     job = job_from_options(**kwargs)
     options = selection_from_options(job, **kwargs)

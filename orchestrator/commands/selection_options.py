@@ -3,6 +3,8 @@
 `selection_options` adds them; `selection_from_options(job, **kwargs)` turns the parsed
 values into `PlanOptions`. With --gpus given explicitly, only boxes with exactly that many
 GPUs are considered (its default only sets the estimate's data-parallel width).
+`up_selection_options` is the same set without the --max-price filter: on `orch up` the price
+a user names is the spot bid, `--spot-bid` (see commands/boxes.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ SELECTION_KEYS = (
     "dataset_gib",
 )
 
+_MAX_PRICE = click.option(
+    "--max-price",
+    type=float,
+    metavar="USD/h",
+    help="Only boxes that cost at most this per hour (the whole instance).",
+)
+
 _OPTIONS = (
     click.option(
         "--cloud",
@@ -41,7 +50,7 @@ _OPTIONS = (
     ),
     click.option("--region", help="Only this region (e.g. us-east-1, cn-hangzhou)."),
     click.option("--spot", is_flag=True, help="Also consider spot capacity (ranked together)."),
-    click.option("--max-price", type=float, help="Highest USD per hour for the whole instance."),
+    _MAX_PRICE,
     click.option("--deadline", help="The job must finish within this time (e.g. 6h, 90m)."),
     click.option(
         "--headroom",
@@ -66,10 +75,23 @@ _OPTIONS = (
 )
 
 
-def selection_options(func: F) -> F:
-    for option in reversed(_OPTIONS):
+# `orch up` leaves the filter out: there the price a user names is the spot bid.
+_UP_OPTIONS = tuple(option for option in _OPTIONS if option is not _MAX_PRICE)
+
+
+def _apply(func: F, options: tuple[Callable[[F], F], ...]) -> F:
+    for option in reversed(options):
         func = option(func)
     return func
+
+
+def selection_options(func: F) -> F:
+    return _apply(func, _OPTIONS)
+
+
+def up_selection_options(func: F) -> F:
+    """The selection options of `orch up` (planning inline): all but the --max-price filter."""
+    return _apply(func, _UP_OPTIONS)
 
 
 def explicit(parameter: str) -> bool:

@@ -7,15 +7,17 @@ import json
 import click
 
 from orchestrator import clouds
+from orchestrator.commands.aliases import AliasedChoice
 
 
 @click.command()
 @click.option(
     "--cloud",
-    type=click.Choice([*clouds.names(), "all"]),
-    default="all",
+    # `all` was this option's word for `any` (as in plan and up): still accepted, hidden.
+    type=AliasedChoice([*clouds.names(), "any"], {"all": "any"}, "--cloud"),
+    default="any",
     show_default=True,
-    help="Which cloud to sweep; with `all`, a cloud without credentials is skipped.",
+    help="Which cloud to sweep; with `any`, a cloud without credentials is skipped.",
 )
 @click.option(
     "--region",
@@ -35,12 +37,18 @@ def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
     state was lost (a cancelled CI job, a deleted runner) are found too. Boxes that are
     not expired, or have no expiry, are left alone. Run it on a schedule.
     Exit codes: 0 done, 1 some box could not be destroyed, 2 usage.
+
+    \b
+    Examples:
+      orch sweep --dry-run
+      orch sweep --cloud aws --region us-east-1 --region eu-west-1
+      orch sweep --cloud aliyun --json
     """
     from orchestrator.sweep import clouds_for
     from orchestrator.sweep import sweep as run_sweep
 
     report = run_sweep(
-        clouds_for(cloud), list(regions) or None, dry_run=dry_run, explicit_cloud=cloud != "all"
+        clouds_for(cloud), list(regions) or None, dry_run=dry_run, explicit_cloud=cloud != "any"
     )
     for group in report.failed:
         click.echo(f"orch: sweep of {group.box} failed: {group.error}", err=True)

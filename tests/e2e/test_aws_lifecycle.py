@@ -11,12 +11,13 @@ import signal
 import stat
 import subprocess
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator.plan import Candidate
+from tests import support
 from tests.support import ok, plan_file
 
 pytestmark = pytest.mark.e2e
@@ -29,28 +30,19 @@ UBUNTU_OWNER = "099720109477"
 UBUNTU_TRUSTY = "ubuntu/images/hvm-ssd/ubuntu-trusty-14.04-amd64-server-*"
 
 
-def candidate(instance_type: str, market: str = "on-demand", **changes: Any) -> Candidate:
-    gpus = {"g4dn.xlarge": ("T4", 1, 16.0), "p4d.24xlarge": ("A100", 8, 40.0)}[instance_type]
-    values: dict[str, Any] = dict(
-        cloud="aws",
-        region=REGION,
-        instance_type=instance_type,
-        market=market,
-        gpu=gpus[0],
-        gpu_count=gpus[1],
-        gpu_memory_gib=gpus[2],
-        price_per_hour=0.5,
-        samples_per_s=100.0,
-        hours=1.0,
-        cost=0.5,
-        memory_per_gpu_bytes=2**30,
-        memory_fraction=0.5,
-        image={"id": MOTO_AMI},
-        root_volume_gib=120,
-        ssh_user="ubuntu",
-    )
-    values.update(changes)
-    return Candidate(**values)
+# The shared factory with this suite's figures: moto's image, a 120 GiB volume.
+candidate = partial(
+    support.candidate,
+    region=REGION,
+    price_per_hour=0.5,
+    samples_per_s=100.0,
+    hours=1.0,
+    cost=0.5,
+    memory_per_gpu_bytes=2**30,
+    memory_fraction=0.5,
+    image={"id": MOTO_AMI},
+    root_volume_gib=120,
+)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], code: int, *words: str) -> str:

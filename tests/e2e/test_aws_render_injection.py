@@ -17,6 +17,7 @@ import pytest
 from orchestrator.plan import Candidate
 from orchestrator.provision.render import RenderRequest, render_box
 from orchestrator.provision.terraform import Terraform
+from tests.support import candidate
 
 pytestmark = pytest.mark.e2e
 
@@ -34,14 +35,8 @@ PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW
 
 
 def _candidate(moto_ami: str) -> Candidate:
-    return Candidate(
-        cloud="aws",
-        region="us-east-1",
-        instance_type="g4dn.xlarge",
-        market="on-demand",
-        gpu="T4",
-        gpu_count=1,
-        gpu_memory_gib=16.0,
+    return candidate(
+        "g4dn.xlarge",
         price_per_hour=0.526,
         samples_per_s=1.0,
         hours=1.0,
@@ -50,7 +45,6 @@ def _candidate(moto_ami: str) -> Candidate:
         memory_fraction=0.5,
         image={"id": moto_ami},
         root_volume_gib=100,
-        ssh_user="ubuntu",
     )
 
 

@@ -119,11 +119,3 @@ def test_check_via_ssm_sends_the_probe(moto_server, tmp_path, monkeypatch):
     (command,) = ssm.list_commands(InstanceId=instance["InstanceId"])["Commands"]
     assert command["DocumentName"] == "AWS-RunShellScript"
     assert "nvidia-smi --query-gpu=index,name," in command["Parameters"]["commands"][0]
-
-
-def test_via_must_match_the_cloud(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    save_box(tmp_path / "home", "awsbox", "aws", "us-east-1", "i-1", "T4")
-    result = orch(dict(os.environ), "check", "awsbox", "--via", "cloud-assistant")
-    assert result.returncode == 2
-    assert "only for Aliyun boxes" in result.stderr

@@ -20,17 +20,15 @@ import pytest
 
 from orchestrator.plan import Candidate
 from tests.e2e import sshbox
-from tests.support import require
+from tests.support import candidate, require
 
 pytestmark = pytest.mark.e2e
 
 
 def make_candidate(gpu: str, count: int, memory_gib: float) -> Candidate:
-    return Candidate(
-        cloud="aws",
-        region="us-east-1",
-        instance_type="test.box",
-        market="on-demand",
+    """The shared factory's row with the GPUs a check compares against."""
+    return candidate(
+        "test.box",
         gpu=gpu,
         gpu_count=count,
         gpu_memory_gib=memory_gib,
@@ -42,7 +40,6 @@ def make_candidate(gpu: str, count: int, memory_gib: float) -> Candidate:
         memory_fraction=0.5,
         image={"id": "ami-12345678"},
         root_volume_gib=100,
-        ssh_user="ubuntu",
     )
 
 
@@ -263,43 +260,6 @@ def test_changed_host_key_is_refused(tmp_path, orch_home):
         assert time.monotonic() - started < 30  # refused at once, not retried until timeout
     finally:
         box_server.stop()
-
-
-# --------------------------------------------------------------------------------- local
-
-
-def test_local_check_uses_nvidia_smi_on_path(tmp_path, monkeypatch):
-    state = tmp_path / "state"
-    state.mkdir()
-    sshbox.write_fake_nvidia_smi(tmp_path / "bin")
-    (state / "fixture").write_text(str(sshbox.FIXTURES / "a10g.csv"))
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_STATE", str(state))
-    result = orch("check", "--local", "--json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["gpus"][0]["name"] == "NVIDIA A10G"
-
-
-def test_local_check_without_driver_is_one_clear_line(tmp_path, monkeypatch):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", f"{empty}:/usr/bin:/bin")
-    result = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "check", "--local"],
-        capture_output=True,
-        text=True,
-        env={**os.environ},
-    )
-    assert result.returncode == 3
-    assert result.stderr.strip().splitlines() == [
-        "orch: error: nvidia-smi not found on this machine: no NVIDIA driver installed"
-    ]
-
-
-def test_check_needs_a_name_or_local(orch_home):
-    result = orch("check")
-    assert result.returncode == 2
-    assert "orch: error:" in result.stderr
 
 
 # --------------------------------------------------------------------------------- watch

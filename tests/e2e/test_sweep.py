@@ -13,12 +13,11 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from orchestrator.sweep import Resource, group_resources, parse_expiry
+from tests import support
 from tests.support import require
 
 pytestmark = pytest.mark.e2e
@@ -161,12 +160,11 @@ def key_pairs(ec2) -> set[str]:
 
 def save_local_box(name: str, region: str, expires: str):
     """A local record for a box, as `orch up` leaves it."""
-    from orchestrator.plan import Candidate
     from orchestrator.provision.boxes import Box, box_directory
 
-    candidate = Candidate(
-        "aws", region, "g5.xlarge", "on-demand", "A10G", 1, 24.0, 1.0, 1.0, 1.0, 1.0, 1, 0.5,
-        {"id": AMI}, 100, "ubuntu",
+    candidate = support.candidate(
+        "g5.xlarge", region=region, price_per_hour=1.0, samples_per_s=1.0, hours=1.0, cost=1.0,
+        memory_per_gpu_bytes=1, memory_fraction=0.5, image={"id": AMI}, root_volume_gib=100,
     )  # fmt: skip
     box = Box(name, box_directory(name), "aws", region, candidate, "up",
               "2021-05-31T00:00:00Z", expires, {"instance_id": "i-0"}, "ci", None)  # fmt: skip
@@ -236,61 +234,6 @@ def test_sweep_table_output_and_usage_errors(env):
     assert "key_pair key-" in stale
     bad = orch(env, "sweep", "--cloud", "gcp")
     assert bad.returncode == 2 and bad.stderr.startswith("orch: error:")
-
-
-def test_unknown_aws_profile_is_one_error_line(tmp_path):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORCH_"))}
-    environment.update(
-        AWS_PROFILE="orch-no-such-profile",
-        AWS_CONFIG_FILE=str(tmp_path / "no-config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"),
-        ORCH_HOME=str(tmp_path / "orch-home"),
-    )
-    result = orch(environment, "sweep", "--cloud", "aws", "--region", REGION)
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("orch: error:") and "Traceback" not in result.stderr
-    assert "orch-no-such-profile" in result.stderr
-
-
-# ----------------------------------------------------------------- grouping (no emulator)
-
-
-def test_tag_that_is_no_local_box_name_leaves_local_state_alone(tmp_path, monkeypatch):
-    from orchestrator.sweep import BoxGroup, _mark_local
-
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
-    group = BoxGroup("aws", REGION, "Not/A Box", [], PAST, expired=True, action="destroyed")
-    _mark_local(group)
-    assert group.local_record is None and not (tmp_path / "boxes").exists()
-
-
-def resource(kind: str, rid: str, box: str, expires: str) -> Resource:
-    return Resource(kind, rid, rid, {"orch:box": box, "orch:expires-at": expires})
-
-
-def test_grouping_uses_the_latest_expiry_and_ignores_untagged():
-    now = datetime(2030, 1, 1, tzinfo=UTC)
-    soon = (now + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    groups = group_resources(
-        "aws",
-        "r",
-        [
-            resource("key_pair", "k", "a", "2029-01-01T00:00:00Z"),
-            resource("instance", "i", "a", soon),  # one member says later: keep the box
-            resource("instance", "j", "b", "2029-12-31T23:59:59Z"),
-            resource("instance", "x", "c", "not a date"),
-            Resource("instance", "y", "y", {}),
-        ],
-        now,
-    )
-    assert [(g.box, g.expired) for g in groups] == [("a", False), ("b", True), ("c", False)]
-    assert [r.kind for r in groups[0].resources] == ["instance", "key_pair"]
-
-
-def test_parse_expiry_forms():
-    assert parse_expiry("2030-01-01T00:00:00Z") == datetime(2030, 1, 1, tzinfo=UTC)
-    assert parse_expiry("2030-01-01T02:00:00+02:00") == datetime(2030, 1, 1, tzinfo=UTC)
-    assert parse_expiry("") is None and parse_expiry("soon") is None
 
 
 # ------------------------------------------------------------------ Aliyun (emulator)

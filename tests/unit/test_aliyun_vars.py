@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from orchestrator.clouds.aliyun import terraform as aliyun_vars
 from orchestrator.errors import UsageError
-from orchestrator.plan import Candidate
 from orchestrator.provision.render import RenderRequest, render_box, render_hcl
 from orchestrator.resources import resource_path
+from tests import support
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW1s3gk1qv0QH0aB orch-x"
 NOW = datetime(2026, 12, 2, 19, 0, 0, tzinfo=UTC)
@@ -21,27 +22,7 @@ NOW = datetime(2026, 12, 2, 19, 0, 0, tzinfo=UTC)
 EXPIRES = (datetime.now(UTC) + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:00Z")
 
 
-def candidate(**changes: object) -> Candidate:
-    values: dict[str, object] = dict(
-        cloud="aliyun",
-        region="cn-hangzhou",
-        instance_type="ecs.gn6i-c4g1.xlarge",
-        market="on-demand",
-        gpu="T4",
-        gpu_count=1,
-        gpu_memory_gib=16.0,
-        price_per_hour=1.185,
-        samples_per_s=12.9,
-        hours=2.3,
-        cost=2.74,
-        memory_per_gpu_bytes=1,
-        memory_fraction=0.73,
-        image={"name_regex": "^ubuntu_22_04_x64", "owners": "system"},
-        root_volume_gib=90,
-        ssh_user="root",
-    )
-    values.update(changes)
-    return Candidate(**values)  # type: ignore[arg-type]
+candidate = partial(support.candidate, cloud="aliyun")  # the shared factory, Aliyun defaults
 
 
 def request(**changes: object) -> RenderRequest:

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.plan import Candidate
 from orchestrator.provision import lifecycle, state_backend
 from orchestrator.provision.boxes import (
     Box,
@@ -26,36 +25,13 @@ from orchestrator.provision.boxes import (
 )
 from orchestrator.provision.keys import ensure_keypair
 from orchestrator.provision.terraform import TerraformError
-from tests.support import require
+from tests.support import candidate, require
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
-
-
-def candidate(**changes: object) -> Candidate:
-    values: dict[str, object] = dict(
-        cloud="aws",
-        region="us-east-1",
-        instance_type="g5.xlarge",
-        market="on-demand",
-        gpu="A10G",
-        gpu_count=1,
-        gpu_memory_gib=24.0,
-        price_per_hour=1.006,
-        samples_per_s=12.5,
-        hours=2.0,
-        cost=2.01,
-        memory_per_gpu_bytes=10 * 2**30,
-        memory_fraction=0.42,
-        image={"ssm_parameter": "/aws/service/x"},
-        root_volume_gib=150,
-        ssh_user="ubuntu",
-    )
-    values.update(changes)
-    return Candidate(**values)  # type: ignore[arg-type]
 
 
 def make_box(name: str, **changes: object) -> Box:

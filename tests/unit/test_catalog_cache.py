@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 import shutil
+from pathlib import Path
 
 import pytest
 
-from orchestrator.catalog import loader
+from orchestrator.catalog import loader, toml_cache
 
 
 @pytest.fixture
@@ -22,7 +25,7 @@ def private_catalog(tmp_path, monkeypatch):
 
 def test_parsed_files_are_cached_and_reused(private_catalog, tmp_path) -> None:
     first = loader.load_gpus()
-    cached = list((tmp_path / "cache" / "orch" / "catalog").glob("gpus.toml.*.pickle"))
+    cached = list((tmp_path / "cache" / "orch" / "catalog").glob("gpus.toml.*.json"))
     assert len(cached) == 1
     loader.clear_cache()
     assert loader.load_gpus() == first
@@ -36,10 +39,78 @@ def test_an_edited_data_file_is_parsed_again(private_catalog, tmp_path) -> None:
     gpus.write_text(text.replace('name = "T4"', 'name = "T4-edited"', 1))
     loader.clear_cache()
     assert "T4-edited" in loader.load_gpus()
-    cached = list((tmp_path / "cache" / "orch" / "catalog").glob("gpus.toml.*.pickle"))
+    cached = list((tmp_path / "cache" / "orch" / "catalog").glob("gpus.toml.*.json"))
     assert len(cached) == 1  # the stale entry was replaced, not kept beside the new one
 
 
 def test_an_unwritable_cache_still_loads(private_catalog, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", "/proc/orch-cannot-write-here")
     assert loader.load_models()
+
+
+def test_the_cache_is_plain_json(private_catalog, tmp_path) -> None:
+    loader.load_gpus()
+    (cached,) = (tmp_path / "cache" / "orch" / "catalog").glob("gpus.toml.*.json")
+    data = json.loads(cached.read_text())
+    assert [gpu["name"] for gpu in data["gpu"]][:1] == [next(iter(loader.load_gpus()))]
+
+
+def test_a_planted_pickle_is_never_loaded(private_catalog, tmp_path) -> None:
+    """A restored or shared cache directory must not run code: a pickle there is ignored."""
+    marker = tmp_path / "pwned"
+    gpus = private_catalog / "gpus.toml"
+    stat = gpus.stat()
+
+    class Exploit:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    payload = pickle.dumps(Exploit())
+    cache_dir = tmp_path / "cache" / "orch" / "catalog"
+    cache_dir.mkdir(parents=True)
+    # The name earlier releases loaded, and the name of today's entry, both holding a pickle.
+    (cache_dir / f"gpus.toml.{stat.st_mtime_ns}.{stat.st_size}.pickle").write_bytes(payload)
+    json_entry = toml_cache.cache_path("gpus.toml", stat.st_mtime_ns, stat.st_size)
+    json_entry.write_bytes(payload)
+    assert "T4" in loader.load_gpus()
+    assert not marker.exists()
+    assert not list(cache_dir.glob("*.pickle"))  # the old format is cleaned away
+    json.loads(json_entry.read_text())  # and the entry was rewritten as JSON
+
+
+@pytest.mark.parametrize("junk", [b"", b"[1, 2]", b"{not json", b"\xff\xfe"])
+def test_a_corrupt_entry_is_parsed_again(private_catalog, tmp_path, junk) -> None:
+    first = loader.load_models()
+    (cached,) = (tmp_path / "cache" / "orch" / "catalog").glob("models.toml.*.json")
+    cached.write_bytes(junk)
+    loader.clear_cache()
+    assert loader.load_models() == first
+
+
+def test_toml_dates_read_the_same_from_a_hit_and_a_miss(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    source = tmp_path / "dated.toml"
+    source.write_text("day = 2025-06-01\nwhen = 2025-06-01T12:30:00Z\nat = 07:45:00\nn = inf\n")
+    miss = toml_cache.read_toml_cached(source, "dated.toml")
+    hit = toml_cache.read_toml_cached(source, "dated.toml")
+    assert miss == hit
+    assert miss["day"] == "2025-06-01" and miss["at"] == "07:45:00"
+    assert miss["when"] == "2025-06-01T12:30:00+00:00" and miss["n"] == float("inf")
+
+
+def _imports(module_file: str) -> set[str]:
+    import ast
+
+    tree = ast.parse(Path(module_file).read_text())
+    return {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+
+
+def test_no_import_circle_between_loader_and_overlay() -> None:
+    """The loader uses the overlay; the overlay (and the TOML cache) never import the loader."""
+    from orchestrator.catalog import overlay
+
+    assert "orchestrator.catalog.overlay" in _imports(loader.__file__)
+    assert "orchestrator.catalog.loader" not in _imports(overlay.__file__)
+    assert not [m for m in _imports(toml_cache.__file__) if m.startswith("orchestrator")]

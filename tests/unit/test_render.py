@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,10 @@ import pytest
 from orchestrator.clouds import base as cloud_registry
 from orchestrator.clouds.aws.terraform import tfvars
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.plan import Candidate
 from orchestrator.provision import render
 from orchestrator.provision.render import RenderRequest, render_box, render_hcl
 from orchestrator.resources import resource_path
+from tests import support
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW1s3gk1qv0QH0aB orch-x"
@@ -33,27 +34,13 @@ HOSTILE = [
 ]
 
 
-def candidate(**changes: object) -> Candidate:
-    values: dict[str, object] = dict(
-        cloud="aws",
-        region="eu-west-1",
-        instance_type="g5.xlarge",
-        market="on-demand",
-        gpu="A10G",
-        gpu_count=1,
-        gpu_memory_gib=24.0,
-        price_per_hour=1.006,
-        samples_per_s=12.5,
-        hours=2.0,
-        cost=2.01,
-        memory_per_gpu_bytes=1,
-        memory_fraction=0.42,
-        image={"ssm_parameter": "/aws/service/deeplearning/ami/x86_64/pytorch/latest/ami-id"},
-        root_volume_gib=150,
-        ssh_user="ubuntu",
-    )
-    values.update(changes)
-    return Candidate(**values)  # type: ignore[arg-type]
+# The shared factory, with this file's region, image and memory (the golden files hold them).
+candidate = partial(
+    support.candidate,
+    region="eu-west-1",
+    memory_per_gpu_bytes=1,
+    image={"ssm_parameter": "/aws/service/deeplearning/ami/x86_64/pytorch/latest/ami-id"},
+)
 
 
 def request(**changes: object) -> RenderRequest:

@@ -12,45 +12,32 @@ import json
 import signal
 import time
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 
-from orchestrator.plan import Candidate
+from tests import support
 from tests.support import ok, plan_file
 
 pytestmark = pytest.mark.e2e
 
 REGION = "cn-hangzhou"
 CIDR = "203.0.113.7/32"
-GPUS = {
-    "ecs.gn6i-c4g1.xlarge": ("T4", 16.0),
-    "ecs.gn7i-c8g1.2xlarge": ("A10", 24.0),
-}
 
-
-def candidate(instance_type: str, market: str = "on-demand", **changes: Any) -> Candidate:
-    gpu, memory = GPUS[instance_type]
-    values: dict[str, Any] = dict(
-        cloud="aliyun",
-        region=REGION,
-        instance_type=instance_type,
-        market=market,
-        gpu=gpu,
-        gpu_count=1,
-        gpu_memory_gib=memory,
-        price_per_hour=1.2,
-        samples_per_s=50.0,
-        hours=1.0,
-        cost=1.2,
-        memory_per_gpu_bytes=2**30,
-        memory_fraction=0.5,
-        image={"name_regex": "^ubuntu_22_04_x64", "owners": "system"},
-        root_volume_gib=120,
-        ssh_user="root",
-    )
-    values.update(changes)
-    return Candidate(**values)
+# The shared factory with this suite's figures.
+candidate = partial(
+    support.candidate,
+    cloud="aliyun",
+    region=REGION,
+    price_per_hour=1.2,
+    samples_per_s=50.0,
+    hours=1.0,
+    cost=1.2,
+    memory_per_gpu_bytes=2**30,
+    memory_fraction=0.5,
+    root_volume_gib=120,
+)
 
 
 # ------------------------------------------------------------------------ reading the cloud

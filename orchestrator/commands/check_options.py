@@ -1,0 +1,46 @@
+"""Click options for how a box's GPUs are checked: shared by `orch check`, `orch watch` and
+the check `orch up` runs once the box is up, so that each means the same in all three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+VIA_CHOICES = ("ssh", "ssm", "cloud-assistant")
+VIA_CHOICE = click.Choice(VIA_CHOICES)
+DEFAULT_CHECK_TIMEOUT = 600
+
+
+def via_option(help_text: str = "How to reach the box.") -> Callable[[F], F]:
+    return click.option(
+        "--via",
+        type=VIA_CHOICE,
+        default="ssh",
+        show_default=True,
+        help=help_text + " The cloud agents (ssm, cloud-assistant) need no SSH ingress.",
+    )
+
+
+def check_timeout_option(flag: str = "--timeout", dest: str = "timeout") -> Callable[[F], F]:
+    return click.option(
+        flag,
+        dest,
+        type=click.FloatRange(min=1),
+        metavar="SECONDS",
+        default=DEFAULT_CHECK_TIMEOUT,
+        show_default=True,
+        help="Seconds the GPU check keeps retrying while the box boots.",
+    )
+
+
+def ssh_config_option() -> Callable[[F], F]:
+    return click.option(
+        "--ssh-config",
+        type=click.Path(dir_okay=False),
+        help="ssh_config file passed to ssh -F (default: $ORCH_SSH_CONFIG, else ssh's own).",
+    )
