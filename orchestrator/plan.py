@@ -59,6 +59,8 @@ class Candidate:
     ssh_user: str
     ssh_ingress_cidrs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    precision_used: str = ""  # what the GPU runs: amp-bf16 on T4/V100 runs amp-fp16
+    price_verified: bool = True  # False: no dated authoritative source for the price
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -68,7 +68,10 @@ def _source(raw: Any, shared: dict[str, Any], where: str) -> Source:
         _dt.date.fromisoformat(date)
     except ValueError as exc:
         raise CatalogError(f"{where}: source date {date!r} is not an ISO date") from exc
-    return Source(url=url, date=date, note=raw.get("note", ""))
+    verified = raw.get("verified", True)
+    if not isinstance(verified, bool):
+        raise CatalogError(f"{where}: source `verified` must be true or false")
+    return Source(url=url, date=date, note=raw.get("note", ""), verified=verified)
 
 
 # ------------------------------------------------------------------------------------ GPUs
@@ -160,7 +163,11 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
             for region, p in raw.get("prices", {}).items()
         }
         price_source = _source(raw.get("price_source", defaults.get("price_source")), shared, where)
-        prices, price_source = apply_overlay(cloud, prices, price_source, overlay.get(raw["name"]))
+        refreshed = overlay.get(raw["name"]) or {}
+        # A shipped price without a dated authoritative source stays unverified until the
+        # user's overlay (`orch catalog refresh`) replaces it for that region.
+        unverified = frozenset(() if price_source.verified else set(prices) - set(refreshed))
+        prices, price_source = apply_overlay(cloud, prices, price_source, refreshed)
         rows.append(
             InstanceType(
                 cloud=cloud,
@@ -178,6 +185,7 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
                 local_nvme_gib=int(raw.get("local_nvme_gib", 0)),
                 legacy=bool(raw.get("legacy", False)),
                 legacy_note=raw.get("legacy_note", ""),
+                unverified_prices=unverified,
             )
         )
     return tuple(rows)

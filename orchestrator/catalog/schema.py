@@ -13,6 +13,9 @@ class Source:
     url: str
     date: str
     note: str = ""
+    # False for figures that no dated authoritative source confirms (e.g. remembered list
+    # prices): `verified = false` in the data file. Such prices never win a plan on their own.
+    verified: bool = True
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,11 @@ class InstanceType:
     local_nvme_gib: int = 0
     legacy: bool = False  # e.g. P3: still plannable, with `legacy_note` shown as a warning
     legacy_note: str = ""
+    # Regions whose price comes from an unverified source and was not refreshed by the user.
+    unverified_prices: frozenset[str] = frozenset()
+
+    def price_verified(self, region: str) -> bool:
+        return region not in self.unverified_prices
 
     def price(self, region: str, spot: bool = False) -> float | None:
         price = self.prices.get(region)

@@ -8,8 +8,9 @@ gpus/instances/models are offline: they read only the TOML data files and the pr
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,6 +21,7 @@ from orchestrator.catalog.schema import InstanceType, ModelEntry
 from orchestrator.errors import UsageError
 
 PRECISION_COLUMNS = ("fp32", "tf32", "fp16", "bf16")
+UNVERIFIED_MARK = "price NOT RE-VERIFIED"
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -55,6 +57,7 @@ def catalog(ctx: click.Context) -> None:
       orch catalog instances --cloud aws --region us-east-1
       orch catalog models --json
       orch catalog refresh --cloud aliyun      fetch current prices (DescribePrice)
+      orch catalog refresh --cloud aws         Price List API + spot price history
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
@@ -148,7 +151,8 @@ def instances_command(
     for row in instances:
         shown_region, price = _pick_price(row, region, spot)
         gpu_memory = gpus[row.gpu].memory_gib * row.gpu_count
-        note = "legacy" if row.legacy else ""
+        verified = price is None or shown_region is None or row.price_verified(shown_region)
+        note = ", ".join(n for n in ("legacy" * row.legacy, UNVERIFIED_MARK * (not verified)) if n)
         rows.append(
             [
                 row.cloud,
@@ -163,17 +167,25 @@ def instances_command(
             ]
         )
         record = asdict(row)
+        record["unverified_prices"] = sorted(row.unverified_prices)
         record.update(
             gpu_memory_gib=gpu_memory,
             market="spot" if spot else "on-demand",
             region=shown_region,
             price_per_hour=price,
+            price_verified=verified,
         )
         payload.append(record)
     table = format_table(headers, rows)
     legacy = [row for row in instances if row.legacy]
     if legacy and not as_json:
         table += f"\n\nlegacy: {legacy[0].legacy_note}"
+    if not as_json and any(UNVERIFIED_MARK in r[8] for r in rows):
+        table += (
+            f"\n{UNVERIFIED_MARK}: no dated authoritative source for this price; it never wins"
+            " a plan unless refreshed (`orch catalog refresh`) or allowed"
+            " (`orch plan --allow-unverified-prices`)."
+        )
     if not as_json and any(r[6] == "-" for r in rows):
         table += (
             "\n'-' = no price there (not offered in that region, or no public price):"
@@ -266,10 +278,142 @@ def _refresh_regions(cloud: str, given: Sequence[str]) -> list[str]:
     return regions
 
 
+@dataclass(frozen=True)
+class PriceApi:
+    """One cloud's price API, as `orch catalog refresh` uses it."""
+
+    name: str  # shown while fetching
+    fetch: Callable[[list[str], list[str]], dict[str, dict[str, dict[str, float | None]]]]
+    source: Callable[[str], str]  # region -> the source string an overlay entry records
+
+
+def _fetch_aliyun(regions: list[str], names: list[str]) -> Any:
+    from orchestrator.clouds import aliyun  # the SDK loads here, never for the other commands
+
+    return aliyun.refresh_prices(regions, names, currency="USD")
+
+
+def _fetch_aws(regions: list[str], names: list[str]) -> Any:
+    from orchestrator.clouds import aws_pricing  # boto3 loads here, never for the others
+
+    return aws_pricing.refresh_prices(regions, names)
+
+
+PRICE_APIS = {
+    "aliyun": PriceApi(
+        "DescribePrice",
+        _fetch_aliyun,
+        lambda region: f"Alibaba Cloud DescribePrice API (region {region})",
+    ),
+    "aws": PriceApi(
+        "the Price List API (GetProducts) and DescribeSpotPriceHistory",
+        _fetch_aws,
+        lambda region: (
+            f"AWS Price List API GetProducts (Linux, shared tenancy, region {region});"
+            " spot: lowest zone in DescribeSpotPriceHistory"
+        ),
+    ),
+}
+
+
+@dataclass
+class RefreshResult:
+    cloud: str
+    date: str
+    regions: list[str]
+    path: Path
+    dry_run: bool
+    written: bool
+    changes: list[Any]  # overlay.PriceChange
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for change in self.changes:
+            counts[change.status] = counts.get(change.status, 0) + 1
+        return counts
+
+
+def _refresh_targets(
+    cloud: str, regions: Sequence[str], types: Sequence[str]
+) -> tuple[list[InstanceType], list[str], list[str]]:
+    """The cloud's catalog types, the type names to price, and the regions to price them in."""
+    from orchestrator.catalog import find_instance
+
+    instances = load_instances(cloud)
+    names = list(dict.fromkeys(find_instance(cloud, t).name for t in types)) or [
+        row.name for row in instances
+    ]
+    return instances, names, _refresh_regions(cloud, regions)
+
+
+def _merge_and_write(
+    cloud: str,
+    instances: Sequence[InstanceType],
+    fetched: dict[str, dict[str, dict[str, float | None]]],
+    api: PriceApi,
+    dry_run: bool,
+    regions: list[str],
+) -> RefreshResult:
+    """Lay the fetched figures over the user's overlay; write it unless nothing was priced."""
+    import datetime as dt
+
+    from orchestrator.catalog import overlay as price_overlay
+
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    updated, changes = price_overlay.merge_refresh(
+        price_overlay.read_overlay(cloud),
+        {row.name: dict(row.prices) for row in instances},
+        fetched,
+        date=today,
+        source_for_region=api.source,
+    )
+    written = any(c.status != "unavailable" for c in changes) and not dry_run
+    if written:
+        price_overlay.write_overlay(cloud, updated, today)
+    path = price_overlay.overlay_path(cloud)
+    return RefreshResult(cloud, today, regions, path, dry_run, written, changes)
+
+
+def _print_refresh(result: RefreshResult, as_json: bool) -> None:
+    counts = result.counts()
+    if as_json:
+        payload = {
+            "cloud": result.cloud,
+            "date": result.date,
+            "regions": result.regions,
+            "overlay": str(result.path),
+            "dry_run": result.dry_run,
+            "written": result.written,
+            "counts": counts,
+            "prices": [change.to_dict() for change in result.changes],
+        }
+        click.echo(json.dumps(payload, indent=2))
+        return
+    shown = [c for c in result.changes if c.status in ("changed", "new")]
+    if shown:
+        rows = [
+            [
+                c.instance_type,
+                c.region,
+                _price_cell(*(getattr(p, "on_demand", None) for p in (c.old, c.new))),
+                _price_cell(*(getattr(p, "spot", None) for p in (c.old, c.new))),
+            ]
+            for c in shown
+        ]
+        click.echo(format_table(["TYPE", "REGION", "ON-DEMAND $/H", "SPOT $/H"], rows))
+        click.echo("")
+    order = ("changed", "new", "unchanged", "unavailable")
+    words = {"unavailable": "not priced by the API (old figure kept)"}
+    summary = ", ".join(f"{counts[s]} {words.get(s, s)}" for s in order if counts.get(s))
+    click.echo(summary or "nothing to price")
+    if result.written:
+        click.echo(f"wrote {result.path}")
+    elif result.dry_run and any(c.status != "unavailable" for c in result.changes):
+        click.echo(f"dry run: {result.path} not written")
+
+
 @catalog.command(name="refresh")
-@click.option(
-    "--cloud", type=click.Choice(CLOUDS), required=True, help="Whose prices to fetch (aliyun)."
-)
+@click.option("--cloud", type=click.Choice(CLOUDS), required=True, help="Whose prices to fetch.")
 @click.option(
     "--region",
     "regions",
@@ -292,86 +436,26 @@ def refresh_command(
     \b
     Alibaba Cloud: ECS DescribePrice (pay-as-you-go and spot, USD per hour, the instance
     without its system disk), with the standard credentials (ALIBABA_CLOUD_ACCESS_KEY_ID,
-    ...). The prices go to $XDG_DATA_HOME/orch/prices/<cloud>.toml, never into the package;
-    `orch catalog` and `orch plan` then use them over the shipped ones. A type the API
-    cannot price keeps its old figure. Delete the file to go back to the shipped prices.
+    ...). AWS: the Price List API (GetProducts, Linux on-demand, shared tenancy) and
+    DescribeSpotPriceHistory (lowest zone's current spot price), with the standard AWS
+    credential chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...). The prices go to
+    $XDG_DATA_HOME/orch/prices/<cloud>.toml, never into the package; `orch catalog` and
+    `orch plan` then use them over the shipped ones. A type the API cannot price keeps its
+    old figure. Delete the file to go back to the shipped prices.
 
     \b
     Examples:
       orch catalog refresh --cloud aliyun --dry-run
       orch catalog refresh --cloud aliyun --region cn-hangzhou --type ecs.gn7i-c8g1.2xlarge
+      orch catalog refresh --cloud aws --region us-east-1 --type p5.48xlarge
     """
-    import datetime as dt
-
-    from orchestrator.catalog import find_instance
-    from orchestrator.catalog import overlay as price_overlay
-
-    if cloud == "aws":
-        raise UsageError(
-            "AWS prices come from the snapshot shipped with orch; `catalog refresh` fetches"
-            " Alibaba Cloud prices only",
-            hint="docs/catalog.md, 'How to update prices', explains refreshing the AWS snapshot",
-        )
-    instances = load_instances(cloud)
-    names = list(dict.fromkeys(find_instance(cloud, t).name for t in types)) or [
-        row.name for row in instances
-    ]
-    wanted_regions = _refresh_regions(cloud, regions)
+    api = PRICE_APIS[cloud]
+    instances, names, wanted_regions = _refresh_targets(cloud, regions, types)
     if not as_json:
         click.echo(
-            f"asking DescribePrice for {len(names)} type(s) in {', '.join(wanted_regions)} ...",
+            f"asking {api.name} for {len(names)} type(s) in {', '.join(wanted_regions)} ...",
             err=True,
         )
-    from orchestrator.clouds import aliyun  # the SDK loads here, never for the other commands
-
-    fetched = aliyun.refresh_prices(wanted_regions, names, currency="USD")
-    today = dt.datetime.now(dt.UTC).date().isoformat()
-    updated, changes = price_overlay.merge_refresh(
-        price_overlay.read_overlay(cloud),
-        {row.name: dict(row.prices) for row in instances},
-        fetched,
-        date=today,
-        source_for_region=lambda region: f"Alibaba Cloud DescribePrice API (region {region})",
-    )
-    path = price_overlay.overlay_path(cloud)
-    priced = [c for c in changes if c.status != "unavailable"]
-    written = bool(priced) and not dry_run
-    if written:
-        price_overlay.write_overlay(cloud, updated, today)
-    counts: dict[str, int] = {}
-    for change in changes:
-        counts[change.status] = counts.get(change.status, 0) + 1
-    if as_json:
-        payload = {
-            "cloud": cloud,
-            "date": today,
-            "regions": wanted_regions,
-            "overlay": str(path),
-            "dry_run": dry_run,
-            "written": written,
-            "counts": counts,
-            "prices": [change.to_dict() for change in changes],
-        }
-        click.echo(json.dumps(payload, indent=2))
-        return
-    shown = [c for c in changes if c.status in ("changed", "new")]
-    if shown:
-        rows = [
-            [
-                c.instance_type,
-                c.region,
-                _price_cell(*(getattr(p, "on_demand", None) for p in (c.old, c.new))),
-                _price_cell(*(getattr(p, "spot", None) for p in (c.old, c.new))),
-            ]
-            for c in shown
-        ]
-        click.echo(format_table(["TYPE", "REGION", "ON-DEMAND $/H", "SPOT $/H"], rows))
-        click.echo("")
-    order = ("changed", "new", "unchanged", "unavailable")
-    words = {"unavailable": "not priced by the API (old figure kept)"}
-    summary = ", ".join(f"{counts[s]} {words.get(s, s)}" for s in order if counts.get(s))
-    click.echo(summary or "nothing to price")
-    if written:
-        click.echo(f"wrote {path}")
-    elif dry_run and priced:
-        click.echo(f"dry run: {path} not written")
+    fetched = api.fetch(wanted_regions, names)
+    result = _merge_and_write(cloud, instances, fetched, api, dry_run, wanted_regions)
+    _print_refresh(result, as_json)

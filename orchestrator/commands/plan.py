@@ -16,6 +16,7 @@ from orchestrator.sizing.select import (
     nothing_fits_message,
     plan_from_ranking,
     rank,
+    winners,
 )
 from orchestrator.textui import fit_bar, gib, table
 
@@ -56,7 +57,7 @@ def plan(top: int, output: str | None, as_json: bool, **kwargs: Any) -> None:
     job = job_from_options(**kwargs)
     options = selection_from_options(job, **kwargs)
     ranking = rank(job, options)
-    if not any(c.cost is not None for c in ranking.candidates):
+    if not winners(ranking, options):
         raise UsageError(nothing_fits_message(job, options, ranking))
     result = plan_from_ranking(ranking, options)
     if output:
@@ -90,6 +91,9 @@ def render_ranking(ranking: Ranking, top: int) -> str:
         f"{job.precision}, {job.optimizer}; {ranking.samples:,} samples{samples_note}"
     )
     rows = best_per_type(ranking.candidates)[:top]
+    # A precision column only when some box runs another precision than asked (amp-bf16 on
+    # T4/V100 runs amp-fp16); "$/h" carries a "?" for a price NOT RE-VERIFIED.
+    fallback = any(c.precision_used and c.precision_used != job.precision for c in rows)
     body = table(
         [
             "#",
@@ -103,6 +107,7 @@ def render_ranking(ranking: Ranking, top: int) -> str:
             "hours",
             "job cost",
             "memory per GPU",
+            *(["precision"] * fallback),
         ],
         [
             [
@@ -112,20 +117,28 @@ def render_ranking(ranking: Ranking, top: int) -> str:
                 c.instance_type,
                 f"{c.gpu_count}x{c.gpu}",
                 c.market,
-                "-" if c.price_per_hour is None else f"{c.price_per_hour:.3f}",
+                "-" if c.price_per_hour is None else f"{c.price_per_hour:.3f}" + _mark(c),
                 f"{c.samples_per_s:,.1f}",
                 f"{c.hours:.2f}",
                 "-" if c.cost is None else f"${c.cost:,.2f}",
                 f"{fit_bar(c.memory_fraction)} {c.memory_fraction:4.0%} "
                 f"{gib(c.memory_per_gpu_bytes)}/{c.gpu_memory_gib:g} GiB",
+                *([c.precision_used or job.precision] * fallback),
             ]
             for i, c in enumerate(rows, 1)
         ],
         right={0, 6, 7, 8, 9},
     )
-    lines = [header, "", body, "", why_winner(rows)]
+    lines = [header, "", body]
+    if any(_mark(c) for c in rows):
+        lines.append("? = price NOT RE-VERIFIED: ranked after verified prices")
+    lines += ["", why_winner(rows)]
     lines += [f"warning: {w}" for w in (*ranking.warnings, *rows[0].warnings)]
     return "\n".join(lines)
+
+
+def _mark(c: Candidate) -> str:
+    return "" if c.price_verified else "?"
 
 
 def why_winner(rows: list[Candidate]) -> str:

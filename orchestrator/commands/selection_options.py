@@ -31,6 +31,8 @@ SELECTION_KEYS = (
     "headroom",
     "throughput",
     "dataset_gib",
+    "instance_type",
+    "allow_unverified_prices",
 )
 
 _MAX_PRICE = click.option(
@@ -71,6 +73,15 @@ _OPTIONS = (
         type=click.FloatRange(min=0),
         default=0.0,
         help="Dataset size on disk, to size the root volume.",
+    ),
+    click.option(
+        "--instance-type",
+        help="Cost only this instance type (e.g. g5.12xlarge), in each region it is priced.",
+    ),
+    click.option(
+        "--allow-unverified-prices",
+        is_flag=True,
+        help="Let prices marked NOT RE-VERIFIED (no dated source) win; default: ranked last.",
     ),
 )
 
@@ -130,4 +141,6 @@ def selection_from_options(job: JobSpec, **kwargs: Any) -> PlanOptions:
         headroom=kwargs.get("headroom") or 0.9,
         throughput=parse_throughput(tuple(kwargs.get("throughput") or ())),
         dataset_gib=kwargs.get("dataset_gib") or 0.0,
+        instance_type=kwargs.get("instance_type") or None,
+        allow_unverified_prices=bool(kwargs.get("allow_unverified_prices")),
     )

@@ -16,10 +16,16 @@ from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.images import image_for
+from orchestrator.sizing.input_pipeline import decode_ceiling, decodes_images
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
-from orchestrator.sizing.throughput import gpu_supports, samples_per_second, workload_of
+from orchestrator.sizing.throughput import (
+    effective_precision,
+    gpu_supports,
+    samples_per_second,
+    workload_of,
+)
 
 DEFAULT_SAMPLES = 100_000  # when neither --samples nor --epochs/--dataset-size is given
 DEFAULT_HEADROOM = 0.90  # estimated peak must stay within 90 % of GPU memory
@@ -41,6 +47,10 @@ class PlanOptions:
     throughput: dict[str, float] = field(default_factory=dict)  # GPU name -> samples/s per GPU
     dataset_gib: float = 0.0
     alternatives: int = 10
+    instance_type: str | None = None  # cost only this named type (--instance-type)
+    # Rank prices that no dated authoritative source confirms like the others; by default
+    # they never win a plan (--allow-unverified-prices).
+    allow_unverified_prices: bool = False
 
 
 @dataclass
@@ -70,11 +80,34 @@ def _instances(options: PlanOptions) -> list[InstanceType]:
     check_name(options.cloud, extra=("any",))
     chosen = names() if options.cloud == "any" else (options.cloud,)
     instances = [i for c in chosen for i in load_instances(c)]
+    if options.instance_type is not None:
+        instances = [_named_instance(chosen, options.instance_type)]
     if options.region:
         instances = [i for i in instances if options.region in i.prices]
         if not instances:
             raise UsageError(f"no priced instance types in region {options.region!r}")
     return instances
+
+
+def _named_instance(clouds: Iterable[str], name: str) -> InstanceType:
+    """The one type --instance-type names, looked up in the clouds being considered."""
+    from orchestrator.catalog import find_instance
+
+    clouds = list(clouds)
+    for cloud in clouds:
+        matches = [i for i in load_instances(cloud) if i.name.lower() == name.lower()]
+        if matches:
+            return matches[0]
+    try:
+        find_instance(clouds[0], name)  # raises with "did you mean" for the first cloud
+    except UsageError as exc:
+        if len(clouds) == 1:
+            raise
+        raise UsageError(
+            f"--instance-type {name!r} is in no catalog of {', '.join(clouds)}",
+            hint=exc.hint,
+        ) from None
+    raise UsageError(f"--instance-type {name!r} is not a {clouds[0]} type")
 
 
 def _markets(options: PlanOptions) -> tuple[bool, ...]:
@@ -89,6 +122,8 @@ class Fit:
     fraction: float  # of one GPU's memory
     samples_per_s: float
     hours: float
+    precision_used: str = ""
+    notes: tuple[str, ...] = ()  # per-instance warnings (precision fallback, input-bound, ...)
 
 
 def data_bytes(parameters: int, optimizer_bytes: int, dataset_gib: float) -> float:
@@ -105,6 +140,10 @@ def root_volume_gib(base_gib: int, storage_bytes: float) -> int:
 def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     """Every fitting (instance, region, market), cheapest job first, then fastest."""
     arch, warnings = resolve_architecture(job)
+    # "--zero N with one GPU shards nothing" belongs to 1-GPU boxes only: it is attached to
+    # those candidates below, not printed over an 8-GPU winner.
+    zero_note = f"--zero {job.zero} with one GPU shards nothing"
+    warnings = [w for w in warnings if w != zero_note]
     samples, assumed = job_samples(job)
     flops = training_flops_per_sample(arch, job)
     workload = workload_of(arch)
@@ -141,17 +180,30 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
                 f"needs {needed / GIB:.1f} GiB per GPU, {gpu.name} has {gpu.memory_gib:g} GiB",
             )
             continue
-        rate = samples_per_second(
-            flops, gpu, count, job.precision, options.throughput.get(gpu.name), workload
-        )
+        measured = options.throughput.get(gpu.name)
+        rate = samples_per_second(flops, gpu, count, job.precision, measured, workload)
+        used, precision_note = effective_precision(gpu, job.precision)
+        notes = [precision_note] if precision_note else []
+        if job.zero and count == 1:
+            notes.append(zero_note)
+        if measured is None and decodes_images(arch.kind):
+            ceiling = decode_ceiling(instance.vcpus)
+            if rate > ceiling:
+                notes.append(
+                    f"input-bound: JPEG decode + augmentation on {instance.vcpus} vCPUs feeds"
+                    f" about {ceiling:,.0f} images/s, below the GPUs' {rate:,.0f}; planned at"
+                    f" {ceiling:,.0f} (measured? --throughput {gpu.name}=IMAGES_PER_S)"
+                )
+                rate = ceiling
         hours = samples / rate / 3600 + SETUP_HOURS
         if options.deadline_hours is not None and hours > options.deadline_hours:
             rejected.setdefault(instance.name, f"takes {hours:.1f} h, past the deadline")
             continue
-        fit = Fit(memory[count], needed / capacity, rate, hours)
+        fit = Fit(memory[count], needed / capacity, rate, hours, used, tuple(notes))
         candidates.extend(_priced_candidates(instance, gpu, options, fit, storage_bytes))
 
-    candidates.sort(key=_rank_key)
+    allow = options.allow_unverified_prices
+    candidates.sort(key=lambda c: _rank_key(c, allow))
     return Ranking(
         job=job,
         samples=samples,
@@ -182,6 +234,13 @@ def _priced_candidates(
             if options.max_price is not None and (price is None or price > options.max_price):
                 continue
             warnings = [instance.legacy_note] if instance.legacy and instance.legacy_note else []
+            warnings += fit.notes
+            verified = price is None or instance.price_verified(region)
+            if not verified:
+                warnings.append(
+                    f"price of {instance.name} in {region} is NOT RE-VERIFIED (no dated"
+                    f" authoritative source): `orch catalog refresh --cloud {instance.cloud}`"
+                )
             if fit.fraction < UNDERUSED_FRACTION:
                 warnings.append(
                     f"box would be under half used ({fit.fraction:.0%} of {gpu.name} memory)"
@@ -204,20 +263,34 @@ def _priced_candidates(
                 root_volume_gib=volume,
                 ssh_user=image.ssh_user,
                 warnings=warnings,
+                precision_used=fit.precision_used,
+                price_verified=verified,
             )
 
 
-def _rank_key(c: Candidate) -> tuple[int, float, float, str, str]:
-    # Unpriced types (no public price) sort after every priced one, then by time.
-    return (c.cost is None, c.cost or 0.0, c.hours, c.instance_type, c.region)
+def _rank_key(
+    c: Candidate, allow_unverified: bool = False
+) -> tuple[int, int, float, float, str, str]:
+    # Unpriced types (no public price) sort after every priced one, then by time; unverified
+    # prices after verified ones unless the user allows them.
+    unverified = not (c.price_verified or allow_unverified)
+    return (c.cost is None, unverified, c.cost or 0.0, c.hours, c.instance_type, c.region)
+
+
+def winners(ranking: Ranking, options: PlanOptions) -> list[Candidate]:
+    """The candidates that may win a plan: priced, and verified unless allowed, in rank order."""
+    return [
+        c
+        for c in ranking.candidates
+        if c.cost is not None and (c.price_verified or options.allow_unverified_prices)
+    ]
 
 
 def plan_job(job: JobSpec, options: PlanOptions | None = None) -> Plan:
     """Rank and return the Plan that `orch up` consumes; UsageError when nothing fits."""
     options = options or PlanOptions()
     ranking = rank(job, options)
-    priced = [c for c in ranking.candidates if c.cost is not None]
-    if not priced:
+    if not winners(ranking, options):
         raise UsageError(nothing_fits_message(job, options, ranking))
     return plan_from_ranking(ranking, options)
 
@@ -225,7 +298,7 @@ def plan_job(job: JobSpec, options: PlanOptions | None = None) -> Plan:
 def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
     from datetime import UTC, datetime
 
-    priced = [c for c in ranking.candidates if c.cost is not None]
+    priced = winners(ranking, options)
     choice, alternatives = priced[0], priced[1 : 1 + options.alternatives]
     memory = ranking.memory_by_count[choice.gpu_count]
     return Plan(
@@ -249,6 +322,13 @@ _REMEDIES: tuple[tuple[str, dict[str, object]], ...] = (
 
 def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -> str:
     """One line: why nothing fits, and the smallest change that would make something fit."""
+    if any(c.cost is not None for c in ranking.candidates):
+        best = next(c for c in ranking.candidates if c.cost is not None)
+        return (
+            f"only boxes whose prices are NOT RE-VERIFIED fit (best: {best.instance_type} in"
+            f" {best.region}); refresh them with `orch catalog refresh --cloud {best.cloud}`"
+            " or pass --allow-unverified-prices"
+        )
     if ranking.candidates:
         return "no instance with a public price fits; unpriced types fit (see `orch catalog`)"
     if options.max_price is not None or options.deadline_hours is not None:
@@ -269,6 +349,9 @@ def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -
     elif ranking.memory_by_count:
         count, least = min(ranking.memory_by_count.items(), key=lambda kv: kv[1].total_bytes)
         head += f": needs {least.total_bytes / GIB:.1f} GiB per GPU even on {count} GPU(s)"
+    nodes = multi_node_hint(job, options)
+    if nodes:
+        head += f"; {nodes}"
     suggestions = []
     for flags, change in _REMEDIES:
         if all(getattr(job, k) == v for k, v in change.items()):
@@ -282,3 +365,47 @@ def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -
     if suggestions:
         return f"{head}; would fit with {' or '.join(suggestions)}"
     return f"{head}; try a smaller --batch or --seq, or more GPUs with --zero 3"
+
+
+NODE_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32)  # multi-node sizes tried, smallest first
+
+
+def multi_node_hint(job: JobSpec, options: PlanOptions) -> str | None:
+    """How many boxes of which type the job needs when sharded with ZeRO-3 across nodes.
+
+    Estimated from the per-GPU memory of ZeRO-3 over all the nodes' GPUs (weights, gradients
+    and optimizer states sharded; activations stay per GPU). The fewest nodes win, then the
+    lowest hourly price. orch provisions single boxes, so this is advice, not a plan.
+    """
+    arch, _ = resolve_architecture(job)
+    gpus = load_gpus()
+    by_total: dict[int, int] = {}  # total GPUs -> per-GPU bytes under ZeRO-3
+    best: tuple[int, float, InstanceType, int] | None = None
+    for instance in _instances(options):
+        gpu = gpus[instance.gpu]
+        if (options.gpus is not None and instance.gpu_count != options.gpus) or not (
+            gpu_supports(gpu, job.precision)
+        ):
+            continue
+        hourly = min(
+            (p.on_demand for p in instance.prices.values() if p.on_demand is not None),
+            default=math.inf,
+        )
+        for nodes in NODE_COUNTS:
+            total = nodes * instance.gpu_count
+            if total not in by_total:
+                by_total[total] = estimate_memory(
+                    arch, replace(job, gpus=total, zero=3)
+                ).total_bytes
+            if by_total[total] <= gpu.memory_gib * GIB * options.headroom:
+                key = (nodes, hourly * nodes)
+                if best is None or key < best[:2]:
+                    best = (nodes, hourly * nodes, instance, by_total[total])
+                break
+    if best is None:
+        return None
+    nodes, _, instance, per_gpu = best
+    return (
+        f"needs {nodes} × {instance.name} with ZeRO-3 ({nodes * instance.gpu_count} GPUs,"
+        f" {per_gpu / GIB:.1f} GiB per GPU; orch provisions single boxes)"
+    )

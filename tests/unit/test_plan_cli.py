@@ -31,7 +31,9 @@ def test_plan_prints_a_ranked_table_and_writes_a_plan(tmp_path) -> None:
 
 
 def test_plan_json_is_the_plan_file_contract(tmp_path) -> None:
-    result = run_orch("plan", "--model", "gpt2", "--cloud", "aliyun", "--json")
+    result = run_orch(
+        "plan", "--model", "gpt2", "--cloud", "aliyun", "--json", "--allow-unverified-prices"
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["schema"] == "orch.plan/v1"

@@ -62,8 +62,8 @@ def overlay_file(env: dict[str, str]) -> Path:
     return Path(env["XDG_DATA_HOME"]) / "orch" / "prices" / "aliyun.toml"
 
 
-def plan(env: dict[str, str]) -> list[dict]:
-    result = orch(env, "plan", "--cloud", "aliyun", "--model", "bert-large", "--json")
+def plan(env: dict[str, str], *extra: str) -> list[dict]:
+    result = orch(env, "plan", "--cloud", "aliyun", "--model", "bert-large", "--json", *extra)
     assert result.returncode == 0, result.stderr
     body = json.loads(result.stdout)
     return [body["choice"], *body["alternatives"]]
@@ -76,7 +76,8 @@ def test_refresh_writes_the_overlay_and_plan_ranks_gn7i(aliyun, tmp_path):
     env = refresh_env(tmp_path, aliyun.endpoint)
     today = dt.datetime.now(dt.UTC).date().isoformat()
 
-    before = plan(env)
+    # The shipped Aliyun prices are NOT RE-VERIFIED: they plan only when allowed.
+    before = plan(env, "--allow-unverified-prices")
     assert not any(c["instance_type"].startswith("ecs.gn7i") for c in before)
 
     dry = orch(env, "catalog", "refresh", "--cloud", "aliyun", "--dry-run", "--json")
