@@ -152,6 +152,7 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
     shared = data.get("sources", {})
     defaults = data.get("defaults", {})
     overlay = read_overlay(cloud)  # {} unless `orch catalog refresh` wrote one
+    api_url = _price_api_url(cloud) if overlay else None
     rows = []
     for raw in data.get("instance", []):
         where = f"{cloud}.toml instance {raw.get('name')!r}"
@@ -167,7 +168,7 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
         # A shipped price without a dated authoritative source stays unverified until the
         # user's overlay (`orch catalog refresh`) replaces it for that region.
         unverified = frozenset(() if price_source.verified else set(prices) - set(refreshed))
-        prices, price_source = apply_overlay(cloud, prices, price_source, refreshed)
+        prices, price_source = apply_overlay(cloud, prices, price_source, refreshed, api_url)
         rows.append(
             InstanceType(
                 cloud=cloud,
@@ -347,3 +348,11 @@ def clear_cache() -> None:
     """Forget parsed files (for tests that point DATA_DIR elsewhere)."""
     for cached in (_read, load_gpus, _measurements, _all_instances, load_models, _model_index):
         cached.cache_clear()
+
+
+def _price_api_url(cloud: str) -> str | None:
+    """The reference of the API behind a cloud's price overlay (loads the cloud, not its SDK)."""
+    from orchestrator import clouds
+
+    api = clouds.get(cloud).price_api()
+    return api.reference_url if api else None

@@ -34,12 +34,6 @@ from orchestrator.catalog.toml_cache import read_toml_cached
 from orchestrator.errors import OrchError
 
 MARKETS = ("on_demand", "spot")
-# Where a reader can check what an overlay price is: the API reference of the call behind it.
-API_URLS = {
-    "aliyun": "https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-describeprice",
-    "aws": "https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html",
-}
-
 
 class OverlayEntry(NamedTuple):
     """One instance type's price in one region, as an API reported it on `date`."""
@@ -139,8 +133,12 @@ def apply_overlay(
     prices: dict[str, Price],
     price_source: Source,
     entries: dict[str, OverlayEntry] | None,
+    api_url: str | None = None,
 ) -> tuple[dict[str, Price], Source]:
-    """Shipped prices and source of one instance type, with its overlay entries laid over."""
+    """Shipped prices and source of one instance type, with its overlay entries laid over.
+
+    `api_url`: the reference of the price API that wrote the entries (the source's URL).
+    """
     if not entries:
         return prices, price_source
     merged = dict(prices)
@@ -155,7 +153,7 @@ def apply_overlay(
             f" ({price_source.url}, {price_source.date})"
         )
     source = Source(
-        url=API_URLS.get(cloud, price_source.url),
+        url=api_url or price_source.url,
         date=max(entry.date for entry in entries.values()),
         note=note,
     )

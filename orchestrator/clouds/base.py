@@ -157,6 +157,20 @@ class BoxRequest(Protocol):
 # ---------------------------------------------------------------------------------- cloud
 
 
+# Prices per region and market, as a price API returns them: {type: {region: {market: $/h}}}.
+PriceTable = dict[str, dict[str, dict[str, float | None]]]
+
+
+@dataclass(frozen=True)
+class PriceApi:
+    """A cloud's price API, as `orch catalog refresh` uses it (SDK code loads inside fetch)."""
+
+    name: str  # shown while fetching: "DescribePrice"
+    reference_url: str  # the API reference an overlay entry cites
+    fetch: Callable[[list[str], list[str]], PriceTable]  # (regions, instance types) -> prices
+    source: Callable[[str], str]  # region -> the source line an overlay entry records
+
+
 @runtime_checkable
 class Cloud(Protocol):
     """What plan, select, provision, sweep and check need from a cloud."""
@@ -175,6 +189,10 @@ class Cloud(Protocol):
 
     def image_for(self, instance: Any) -> ImageChoice:
         """The image a catalog InstanceType boots."""
+        ...
+
+    def price_api(self) -> PriceApi | None:
+        """The API `orch catalog refresh` reads current prices from; None: it has none."""
         ...
 
     # -- Terraform

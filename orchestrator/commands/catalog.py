@@ -8,13 +8,14 @@ gpus/instances/models are offline: they read only the TOML data files and the pr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
+from orchestrator import clouds
 from orchestrator.catalog import load_gpus, load_instances, load_models
 from orchestrator.catalog.loader import CLOUDS
 from orchestrator.catalog.schema import InstanceType, ModelEntry
@@ -278,44 +279,6 @@ def _refresh_regions(cloud: str, given: Sequence[str]) -> list[str]:
     return regions
 
 
-@dataclass(frozen=True)
-class PriceApi:
-    """One cloud's price API, as `orch catalog refresh` uses it."""
-
-    name: str  # shown while fetching
-    fetch: Callable[[list[str], list[str]], dict[str, dict[str, dict[str, float | None]]]]
-    source: Callable[[str], str]  # region -> the source string an overlay entry records
-
-
-def _fetch_aliyun(regions: list[str], names: list[str]) -> Any:
-    from orchestrator.clouds import aliyun  # the SDK loads here, never for the other commands
-
-    return aliyun.refresh_prices(regions, names, currency="USD")
-
-
-def _fetch_aws(regions: list[str], names: list[str]) -> Any:
-    from orchestrator.clouds import aws_pricing  # boto3 loads here, never for the others
-
-    return aws_pricing.refresh_prices(regions, names)
-
-
-PRICE_APIS = {
-    "aliyun": PriceApi(
-        "DescribePrice",
-        _fetch_aliyun,
-        lambda region: f"Alibaba Cloud DescribePrice API (region {region})",
-    ),
-    "aws": PriceApi(
-        "the Price List API (GetProducts) and DescribeSpotPriceHistory",
-        _fetch_aws,
-        lambda region: (
-            f"AWS Price List API GetProducts (Linux, shared tenancy, region {region});"
-            " spot: lowest zone in DescribeSpotPriceHistory"
-        ),
-    ),
-}
-
-
 @dataclass
 class RefreshResult:
     cloud: str
@@ -350,7 +313,7 @@ def _merge_and_write(
     cloud: str,
     instances: Sequence[InstanceType],
     fetched: dict[str, dict[str, dict[str, float | None]]],
-    api: PriceApi,
+    api: clouds.base.PriceApi,
     dry_run: bool,
     regions: list[str],
 ) -> RefreshResult:
@@ -449,7 +412,9 @@ def refresh_command(
       orch catalog refresh --cloud aliyun --region cn-hangzhou --type ecs.gn7i-c8g1.2xlarge
       orch catalog refresh --cloud aws --region us-east-1 --type p5.48xlarge
     """
-    api = PRICE_APIS[cloud]
+    api = clouds.get(cloud).price_api()
+    if api is None:
+        raise UsageError(f"{cloud} has no price API to refresh from")
     instances, names, wanted_regions = _refresh_targets(cloud, regions, types)
     if not as_json:
         click.echo(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from orchestrator.clouds import aws_pricing
+from orchestrator.clouds.aws import prices as aws_pricing
 
 
 def test_spot_history_from_moto_is_read_per_zone(moto_server, monkeypatch, tmp_path):

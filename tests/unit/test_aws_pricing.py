@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.clouds import aws_pricing
+from orchestrator.clouds.aws import prices as aws_pricing
 from tests.sim.aws_prices import PriceServer, SpotRow, product
 
 pytest.importorskip("boto3")

@@ -14,6 +14,7 @@ from orchestrator.clouds.base import (
     BoxRequest,
     ErrorKind,
     ImageChoice,
+    PriceApi,
     TaggedResource,
 )
 from orchestrator.resources import resource_path
@@ -35,6 +36,11 @@ class AliyunCloud:
         from orchestrator.clouds.aliyun.images import image_for
 
         return image_for(instance)
+
+    def price_api(self) -> PriceApi | None:
+        from orchestrator.clouds.aliyun.prices import PRICE_API
+
+        return PRICE_API
 
     def module_dir(self) -> Path:
         return resource_path("terraform/modules/aliyun_gpu")

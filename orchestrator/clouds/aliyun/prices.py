@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from orchestrator.clouds.aliyun.client import call, ecs_client
 from orchestrator.clouds.aliyun.errors import CURRENCY_MISMATCH, FATAL_PRICE_CODES, AliyunError
+from orchestrator.clouds.base import PriceApi
 
 
 def describe_price(
@@ -77,3 +78,15 @@ def refresh_prices(
                     row[market] = None
             table.setdefault(instance_type, {})[region] = row
     return table
+
+
+PRICE_API = PriceApi(
+    name="DescribePrice",
+    reference_url=(
+        "https://www.alibabacloud.com/help/en/ecs/developer-reference/"
+        "api-ecs-2014-05-26-describeprice"
+    ),
+    # The catalog is in USD: a price in another currency (a China-site account) is refused.
+    fetch=lambda regions, names: refresh_prices(regions, names, currency="USD"),
+    source=lambda region: f"Alibaba Cloud DescribePrice API (region {region})",
+)

@@ -13,6 +13,7 @@ from orchestrator.clouds.base import (
     BoxRequest,
     ErrorKind,
     ImageChoice,
+    PriceApi,
     TaggedResource,
 )
 from orchestrator.resources import resource_path
@@ -34,6 +35,11 @@ class AwsCloud:
         from orchestrator.clouds.aws.images import image_for
 
         return image_for(instance)
+
+    def price_api(self) -> PriceApi | None:
+        from orchestrator.clouds.aws.prices import PRICE_API
+
+        return PRICE_API
 
     def module_dir(self) -> Path:
         return resource_path("terraform/modules/aws_gpu")

@@ -26,6 +26,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from orchestrator.clouds.base import PriceApi
 from orchestrator.errors import OrchError
 
 PRICE_LIST_REGION = "us-east-1"
@@ -200,3 +201,17 @@ def _pages(call: Any, key: str, **request: Any) -> Iterable[Any]:
         token = page.get("NextToken") or None
         if not token:
             return
+
+
+PRICE_API = PriceApi(
+    name="the Price List API (GetProducts) and DescribeSpotPriceHistory",
+    reference_url=(
+        "https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/"
+        "API_pricing_GetProducts.html"
+    ),
+    fetch=refresh_prices,
+    source=lambda region: (
+        f"AWS Price List API GetProducts (Linux, shared tenancy, region {region});"
+        " spot: lowest zone in DescribeSpotPriceHistory"
+    ),
+)
