@@ -152,7 +152,8 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
     shared = data.get("sources", {})
     defaults = data.get("defaults", {})
     overlay = read_overlay(cloud)  # {} unless `orch catalog refresh` wrote one
-    api_url = _price_api_url(cloud) if overlay else None
+    # The reference of the API behind `orch catalog refresh`: what an overlay price cites.
+    api_url = data.get("price_api", {}).get("reference_url")
     rows = []
     for raw in data.get("instance", []):
         where = f"{cloud}.toml instance {raw.get('name')!r}"
@@ -349,10 +350,3 @@ def clear_cache() -> None:
     for cached in (_read, load_gpus, _measurements, _all_instances, load_models, _model_index):
         cached.cache_clear()
 
-
-def _price_api_url(cloud: str) -> str | None:
-    """The reference of the API behind a cloud's price overlay (loads the cloud, not its SDK)."""
-    from orchestrator import clouds
-
-    api = clouds.get(cloud).price_api()
-    return api.reference_url if api else None

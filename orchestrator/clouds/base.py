@@ -163,10 +163,13 @@ PriceTable = dict[str, dict[str, dict[str, float | None]]]
 
 @dataclass(frozen=True)
 class PriceApi:
-    """A cloud's price API, as `orch catalog refresh` uses it (SDK code loads inside fetch)."""
+    """A cloud's price API, as `orch catalog refresh` uses it (SDK code loads inside fetch).
+
+    Its API reference, which refreshed prices cite, is catalog data: `[price_api]` in the
+    cloud's catalog file.
+    """
 
     name: str  # shown while fetching: "DescribePrice"
-    reference_url: str  # the API reference an overlay entry cites
     fetch: Callable[[list[str], list[str]], PriceTable]  # (regions, instance types) -> prices
     source: Callable[[str], str]  # region -> the source line an overlay entry records
 

@@ -202,6 +202,7 @@ def test_two_different_bids_conflict(capsys, tmp_path, fake_up) -> None:
 @pytest.mark.parametrize(("given", "warned"), [("any", False), ("all", True), (None, False)])
 def test_sweep_cloud_any_and_its_old_name_all(capsys, home, monkeypatch, given, warned) -> None:
     import orchestrator.sweep as sweep_module
+    from orchestrator import clouds
 
     calls: list[tuple[list[str], bool]] = []
 
@@ -212,7 +213,7 @@ def test_sweep_cloud_any_and_its_old_name_all(capsys, home, monkeypatch, given, 
     monkeypatch.setattr(sweep_module, "sweep", fake_sweep)
     code, _, err = run(capsys, "sweep", *(["--cloud", given] if given else []), "--dry-run")
     assert code == 0, err
-    assert calls == [(list(sweep_module.CLOUDS), False)]
+    assert calls == [(list(clouds.names()), False)]
     assert ("orch: warning: --cloud all is deprecated; use --cloud any" in err) == warned
 
 

@@ -82,10 +82,6 @@ def refresh_prices(
 
 PRICE_API = PriceApi(
     name="DescribePrice",
-    reference_url=(
-        "https://www.alibabacloud.com/help/en/ecs/developer-reference/"
-        "api-ecs-2014-05-26-describeprice"
-    ),
     # The catalog is in USD: a price in another currency (a China-site account) is refused.
     fetch=lambda regions, names: refresh_prices(regions, names, currency="USD"),
     source=lambda region: f"Alibaba Cloud DescribePrice API (region {region})",

@@ -205,10 +205,6 @@ def _pages(call: Any, key: str, **request: Any) -> Iterable[Any]:
 
 PRICE_API = PriceApi(
     name="the Price List API (GetProducts) and DescribeSpotPriceHistory",
-    reference_url=(
-        "https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/"
-        "API_pricing_GetProducts.html"
-    ),
     fetch=refresh_prices,
     source=lambda region: (
         f"AWS Price List API GetProducts (Linux, shared tenancy, region {region});"
