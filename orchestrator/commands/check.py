@@ -30,10 +30,11 @@ class JsonErrors(click.Command):
     """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is given
         try:
             return super().parse_args(ctx, args)
         except click.ClickException as exc:
-            if "--json" in args:
+            if "--json" in given:
                 _echo_error(ctx, exc.format_message(), exc.exit_code)
             raise
 
