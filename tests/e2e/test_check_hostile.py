@@ -336,3 +336,74 @@ def test_hung_sample_is_bounded_by_the_interval(server, orch_home):
     sample = json.loads(result.stdout.splitlines()[0])
     assert sample["error_kind"] == "skipped" and "stopped on the box" in sample["error"]
     assert elapsed < 15  # was 35 s whatever --interval said
+
+
+# ---------------------------------------------------------------- 15: ProxyJump hop
+
+
+@pytest.fixture
+def two_hops(tmp_path):
+    """A bastion sshd and a box sshd; the ssh_config reaches the box only through the bastion.
+
+    The bastion is the user's own host: its key sits in a known_hosts file the user's config
+    names for it, and the hop logs in with the user's own key, not the box key.
+    """
+    require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
+    bastion = sshbox.make_sshbox(tmp_path / "bastion")
+    box = sshbox.make_sshbox(tmp_path / "box")
+    known = tmp_path / "bastion_known_hosts"
+    host_key = (bastion.root / "ssh_host_ed25519_key.pub").read_text().split()
+    known.write_text(f"[127.0.0.1]:{bastion.port} {host_key[0]} {host_key[1]}\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host bastion\n  HostName 127.0.0.1\n  Port {bastion.port}\n  User {bastion.user}\n"
+        f"  IdentityFile {bastion.key_path}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {known}\n  GlobalKnownHostsFile /dev/null\n"
+        f"Host {sshbox.HOST_ALIAS}\n  HostName 127.0.0.1\n  Port {box.port}\n"
+        "  ProxyJump bastion\n"
+    )
+    box.ssh_config = config
+    box.serve("t4")
+    yield bastion, box, known
+    box.stop()
+    bastion.stop()
+
+
+def test_check_through_a_bastion(two_hops, orch_home):
+    bastion, box, _ = two_hops
+    save_box(box, "jumped", make_candidate("T4", 1, 16))
+    result = orch("check", "jumped", "--timeout", "20", "--ssh-config", str(box.ssh_config))
+    assert result.returncode == 0, result.stderr
+    bastion.stop()  # the path really goes through the bastion
+    result = orch("check", "jumped", "--timeout", "3", "--ssh-config", str(box.ssh_config))
+    assert result.returncode == 1
+    assert "jump host bastion" in one_error_line(result) and "refused" in result.stderr
+
+
+def test_unknown_bastion_key_is_reported_as_such(two_hops, orch_home):
+    _, box, known = two_hops
+    known.write_text("")  # the user never connected to this bastion
+    save_box(box, "newbastion", make_candidate("T4", 1, 16))
+    started = time.monotonic()
+    result = orch("check", "newbastion", "--timeout", "60", "--ssh-config", str(box.ssh_config))
+    assert result.returncode == 1
+    line = one_error_line(result)
+    assert "host key of the jump host bastion is not known" in line
+    assert "pinned" not in line
+    assert time.monotonic() - started < 30  # not retried until the timeout
+
+
+def test_hop_gets_orchs_options(tmp_path):
+    from orchestrator.check.transport import SshTransport
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host box\n  ProxyJump ops@bastion.example:2222\n")
+    transport = SshTransport(
+        "box", "ubuntu", tmp_path / "key", tmp_path / "known", ssh_config=str(config)
+    )
+    argv = transport.argv("true", 7, tmp_path / "hop.log")
+    (proxy,) = [a for a in argv if a.startswith("ProxyCommand=")]
+    for option in ("BatchMode=yes", "ConnectTimeout=7", "ServerAliveInterval=15"):
+        assert f"-o {option}" in proxy
+    assert "-l ops -p 2222" in proxy and proxy.endswith("-W '[%h]:%p' -- bastion.example")
+    assert f"-F {config}" in proxy and f"-E {tmp_path / 'hop.log'}" in proxy
