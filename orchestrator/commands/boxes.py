@@ -178,13 +178,15 @@ def up(
 
 
 def _check(box: Any, quiet: bool, via: str) -> None:
+    from orchestrator.check.untrusted import printable
     from orchestrator.check.verify import check_box
 
     if not quiet:
         click.echo(f"orch: checking the GPUs of box {box.name} (up to 10 minutes)...", err=True)
     report = check_box(box, ssh_config=None, timeout=600, via=via)
     if not report.ok:
-        problems = "; ".join(check.message for check in report.failures())
+        # The messages quote what the box said: escape it before it reaches the terminal.
+        problems = "; ".join(printable(check.message) for check in report.failures())
         raise OrchError(
             f"box {box.name} is up but does not match its plan: {problems}",
             exit_code=EXIT_CHECK_FAILED,
