@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,8 +27,19 @@ INVENTORY_FIELDS = (
     "uuid",
 )
 USAGE_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total")
+# The largest boxes have 8 GPUs (16 on older p2.16xlarge); more rows is not a real answer.
+MAX_GPUS = 64
 
-_NOT_AVAILABLE = re.compile(r"^\[?(n/?a|not supported|unknown error|insufficient permissions)\]?$")
+# nvidia-smi's placeholders for a field it cannot give (nvml.h NVML_ERROR_* strings as
+# nvidia-smi prints them); newer drivers answer retired fields with "[Requested functionality
+# has been deprecated]". All of them mean "unknown", not "broken".
+_NOT_AVAILABLE = re.compile(
+    r"^\[?(n/?a|not supported|unknown error|insufficient permissions|gpu is lost"
+    r"|requested functionality has been deprecated|not found|no data)\]?$"
+)
+# A number field is at most this (bytes of memory in MiB, a count of ECC errors, a percentage):
+# anything larger, or inf/nan, is not a reading.
+_MAX_NUMBER = 2**53
 
 
 class NvidiaSmiParseError(OrchError):
@@ -82,24 +94,37 @@ def _number(text: str | None, field: str) -> int | None:
     # `nounits` drops "MiB" and "%", but be lenient in case a caller forgot it.
     cleaned = re.sub(r"\s*(MiB|%)$", "", text)
     try:
-        return int(float(cleaned))
+        value = float(cleaned)
+        if not math.isfinite(value) or abs(value) > _MAX_NUMBER:
+            raise ValueError(cleaned)
+        return int(value)
     except ValueError:
-        raise NvidiaSmiParseError(f"nvidia-smi field {field} is not a number: {text!r}") from None
+        raise NvidiaSmiParseError(
+            f"nvidia-smi field {field} is not a number: {text[:60]!r}"
+        ) from None
 
 
 def parse_rows(output: str, fields: tuple[str, ...]) -> list[dict[str, str | None]]:
     """Split CSV output into one dict per GPU, with N/A-like values as None."""
     rows = []
-    reader = csv.reader(io.StringIO(output), skipinitialspace=True)
-    for line_no, row in enumerate(reader, start=1):
-        if not row or all(not cell.strip() for cell in row):
-            continue
-        if len(row) != len(fields):
-            raise NvidiaSmiParseError(
-                f"nvidia-smi line {line_no} has {len(row)} fields, expected {len(fields)}: "
-                f"{','.join(row)[:120]!r}"
-            )
-        rows.append({field: _value(cell) for field, cell in zip(fields, row, strict=True)})
+    reader = csv.reader(io.StringIO(output), skipinitialspace=True, strict=True)
+    try:
+        for line_no, row in enumerate(reader, start=1):
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if len(row) != len(fields):
+                raise NvidiaSmiParseError(
+                    f"nvidia-smi line {line_no} has {len(row)} fields, expected {len(fields)}: "
+                    f"{','.join(row)[:120]!r}"
+                )
+            if len(rows) >= MAX_GPUS:
+                raise NvidiaSmiParseError(f"nvidia-smi listed more than {MAX_GPUS} GPUs")
+            rows.append({field: _value(cell) for field, cell in zip(fields, row, strict=True)})
+    except csv.Error as exc:
+        # An unclosed quote, a field over csv's 128 KiB limit, a NUL byte: not our CSV.
+        raise NvidiaSmiParseError(
+            f"nvidia-smi output is not the CSV asked for (line {reader.line_num}: {exc})"
+        ) from None
     return rows
 
 

@@ -12,16 +12,23 @@ is honoured, so boxes behind a bastion (ProxyJump) work as they do for plain `ss
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import secrets
+import shlex
+import signal
 import subprocess
+import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import clouds
 from orchestrator.clouds.base import CommandResult, Unreachable
-from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
+from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_FAILURE, OrchError, UsageError
 
 if TYPE_CHECKING:
     from orchestrator.provision.boxes import Box
@@ -47,6 +54,96 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+# ------------------------------------------------------------------------------ bounds
+
+# What one command may print before we stop reading: nvidia-smi's CSV for 16 GPUs is ~2 KiB, so
+# 1 MiB is generous, and a box that floods us (50 MB of junk) costs a bounded read, not minutes
+# of parsing and a 157 MB JSON report.
+MAX_STDOUT_BYTES = 1024 * 1024
+MAX_STDERR_BYTES = 64 * 1024  # the tail is kept: ssh's own error and our exit marker come last
+
+
+class OutputTooLarge(OrchError):
+    """The box printed more than MAX_STDOUT_BYTES; the command was stopped there."""
+
+    def __init__(self, message: str):
+        super().__init__(message, exit_code=EXIT_CHECK_FAILED)
+
+
+@dataclass
+class _Bounded:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _decode(data: bytes) -> str:
+    # A box may print anything: bytes that are not UTF-8 become U+FFFD, never an exception.
+    return data.decode("utf-8", errors="replace")
+
+
+def run_bounded(argv: list[str], timeout: float, what: str) -> _Bounded:
+    """Run argv with no stdin; raise Unreachable after `timeout` s, OutputTooLarge past 1 MiB.
+
+    The command runs in its own session so that on a timeout or overflow the whole group (ssh
+    and a ProxyCommand it started) is killed, and so ssh can never prompt on our terminal.
+    """
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise OrchError(f"{argv[0]} is not installed", hint="install an OpenSSH client") from None
+    out = bytearray()
+    err = bytearray()
+    overflow = threading.Event()
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read1(65536):
+            room = MAX_STDOUT_BYTES - len(out)
+            out.extend(chunk[: max(room, 0)])
+            if len(chunk) > room:
+                overflow.set()
+                _kill_group(proc)
+                break
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        while chunk := proc.stderr.read1(65536):
+            err.extend(chunk)
+            if len(err) > 2 * MAX_STDERR_BYTES:
+                del err[: len(err) - MAX_STDERR_BYTES]
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr)]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.wait()
+        raise Unreachable(f"{what} did not finish within {timeout:.0f}s") from None
+    finally:
+        for reader in readers:
+            reader.join(timeout=5)
+    if overflow.is_set():
+        raise OutputTooLarge(
+            f"{what} printed more than {MAX_STDOUT_BYTES // 1024} KiB; stopped reading there "
+            "(nvidia-smi's answer is a few KiB)"
+        )
+    return _Bounded(proc.returncode, _decode(bytes(out)), _decode(bytes(err[-MAX_STDERR_BYTES:])))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 # ------------------------------------------------------------------------------------- ssh
 
 # ssh exits 255 for its own failures; these messages mean retrying will not help.
@@ -56,8 +153,57 @@ _PERMANENT_SSH_ERRORS = (
     "Can't open user config file",
     "no such identity",
     "Load key",
+    "contains invalid characters",
+    "Could not resolve hostname",
 )
 _HOST_KEY_ERRORS = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "Host key verification failed")
+
+# What may stand in a box record's host and user: a DNS name or an IP address, a POSIX user
+# name. Anything else (a leading "-", spaces, "%", quotes) is a tampered record, refused
+# before ssh runs rather than retried until the timeout.
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+")
+_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
+def validate_host(host: str) -> str:
+    if not isinstance(host, str) or not _HOST.fullmatch(host):
+        raise UsageError(f"box address {host!r} is not a host name or IP address")
+    return host
+
+
+def validate_user(user: str) -> str:
+    if not isinstance(user, str) or not _USER.fullmatch(user):
+        raise UsageError(f"ssh user {user!r} is not a valid user name")
+    return user
+
+
+# The remote command runs in a subshell and then reports its exit status on a marker line on
+# stderr: that line is how a remote exit of 255 (nvidia-smi uses it) is told apart from ssh's
+# own 255 (connection or authentication failed), where no marker arrives.
+_MARKER = "ORCH-REMOTE-EXIT"
+
+
+def wrap_remote(script: str, nonce: str) -> str:
+    return f"( {script}\n); printf '\\n{_MARKER}-{nonce} %d\\n' \"$?\" >&2"
+
+
+def unwrap_remote(stderr: str, nonce: str) -> tuple[int | None, str]:
+    """(remote exit status or None when no marker came, stderr without the marker line)."""
+    matches = list(re.finditer(rf"\n?{_MARKER}-{nonce} (\d{{1,3}})\n?", stderr))
+    if not matches:
+        return None, stderr
+    match = matches[-1]
+    return int(match.group(1)), stderr[: match.start()] + stderr[match.end() :]
+
+
+def _percent_escaped(arg: str) -> str:
+    # ssh expands %h, %p, ... in ProxyCommand; our own arguments must reach the hop verbatim.
+    return arg.replace("%", "%%")
+
+
+_JUMP = re.compile(
+    r"(?:ssh://)?(?:(?P<user>[^@/]+)@)?(?P<host>\[[^\]]+\]|[^:/@]+)(?::(?P<port>\d+))?"
+)
 
 
 @dataclass
@@ -69,15 +215,76 @@ class SshTransport:
     ssh_config: str | None = None
     port: int | None = None
     connect_timeout: int = 10
+    _jump: str | None = field(default=None, init=False, repr=False)
+    _jump_resolved: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        validate_host(self.host)
+        validate_user(self.user)
 
     @property
     def description(self) -> str:
         return f"ssh {self.user}@{self.host}"
 
-    def argv(self, script: str, connect_timeout: int | None = None) -> list[str]:
-        argv = ["ssh"]
-        if self.ssh_config:
-            argv += ["-F", self.ssh_config]
+    def _config_args(self) -> list[str]:
+        return ["-F", self.ssh_config] if self.ssh_config else []
+
+    def jump_host(self) -> str | None:
+        """The ProxyJump that ssh_config gives the box, if any (from `ssh -G`, once)."""
+        if not self._jump_resolved:
+            self._jump_resolved = True
+            argv = ["ssh", *self._config_args(), "-G", "-l", self.user, "--", self.host]
+            try:
+                result = run_bounded(argv, 10, "ssh -G")
+            except Unreachable:
+                return None
+            for line in result.stdout.splitlines():
+                key, _, value = line.partition(" ")
+                if key.lower() == "proxyjump" and value.strip().lower() != "none":
+                    self._jump = value.strip()
+        return self._jump
+
+    def _common_options(self, connect_timeout: int) -> dict[str, str]:
+        return {
+            "BatchMode": "yes",
+            "ConnectTimeout": str(connect_timeout),
+            "ServerAliveInterval": "15",
+            "ServerAliveCountMax": "3",
+            "LogLevel": "ERROR",
+        }
+
+    def proxy_command(self, jump: str, connect_timeout: int, hop_log: Path) -> str:
+        """An explicit ProxyCommand for `jump`, carrying orch's options to the hop.
+
+        OpenSSH turns ProxyJump into `ssh [-l user] [-p port] [-F config] -W [%h]:%p jump`
+        and passes none of the `-o` options given for the box (ssh.c), so the hop would prompt
+        on a terminal and its errors would read as the box's. The hop keeps the user's own
+        identity and known_hosts for the bastion; only non-interactive, bounded options are
+        added, and its log goes to a file of its own (`-E`) so its errors can be named.
+        A chain "a,b" keeps the earlier hops as `-J a` on the last one.
+        """
+        hops = [hop.strip() for hop in jump.split(",") if hop.strip()]
+        match = _JUMP.fullmatch(hops[-1])
+        if not match:
+            raise OrchError(f"ProxyJump {jump!r} in ssh_config is not [user@]host[:port]")
+        argv = ["ssh", *self._config_args(), "-E", str(hop_log)]
+        for name, value in self._common_options(connect_timeout).items():
+            argv += ["-o", f"{name}={value}"]
+        if match.group("user"):
+            argv += ["-l", match.group("user")]
+        if match.group("port"):
+            argv += ["-p", match.group("port")]
+        if len(hops) > 1:
+            argv += ["-J", ",".join(hops[:-1])]
+        host = match.group("host").strip("[]")
+        command = " ".join(shlex.quote(_percent_escaped(arg)) for arg in argv)
+        return f"{command} -W '[%h]:%p' -- {shlex.quote(_percent_escaped(host))}"
+
+    def argv(
+        self, script: str, connect_timeout: int | None = None, hop_log: Path | None = None
+    ) -> list[str]:
+        connect_timeout = connect_timeout or self.connect_timeout
+        argv = ["ssh", *self._config_args()]
         if self.port:
             argv += ["-p", str(self.port)]
         options = {
@@ -88,12 +295,12 @@ class SshTransport:
             # override the per-box pin.
             "GlobalKnownHostsFile": "/dev/null",
             "StrictHostKeyChecking": "accept-new",
-            "BatchMode": "yes",
-            "ConnectTimeout": str(connect_timeout or self.connect_timeout),
-            "ServerAliveInterval": "15",
-            "ServerAliveCountMax": "3",
-            "LogLevel": "ERROR",
+            **self._common_options(connect_timeout),
         }
+        jump = self.jump_host() if hop_log is not None else None
+        if jump and hop_log is not None:
+            # Given first on the command line, ProxyCommand wins over the config's ProxyJump.
+            options["ProxyCommand"] = self.proxy_command(jump, connect_timeout, hop_log)
         for name, value in options.items():
             argv += ["-o", f"{name}={value}"]
         return [*argv, "-l", self.user, "--", self.host, script]
@@ -102,31 +309,47 @@ class SshTransport:
         self.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
         # Never wait longer to connect than the whole call may take (near a retry deadline).
         connect_timeout = max(1, min(self.connect_timeout, int(timeout)))
-        try:
-            proc = subprocess.run(
-                self.argv(script, connect_timeout),
-                capture_output=True,
-                text=True,
-                timeout=max(timeout, 1) + 5,
-                stdin=subprocess.DEVNULL,
+        nonce = secrets.token_hex(8)
+        with tempfile.TemporaryDirectory(prefix="orch-ssh-") as scratch:
+            hop_log = Path(scratch) / "jump.log"
+            argv = self.argv(wrap_remote(script, nonce), connect_timeout, hop_log)
+            proc = run_bounded(argv, max(timeout, 1.0), self.description)
+            hop_errors = hop_log.read_text(errors="replace") if hop_log.exists() else ""
+        remote_exit, stderr = unwrap_remote(proc.stderr, nonce)
+        if remote_exit is not None:
+            return CommandResult(remote_exit, proc.stdout, stderr)
+        if proc.returncode != 255:
+            return CommandResult(proc.returncode, proc.stdout, stderr)
+        if hop_errors.strip():
+            self._raise_for_hop(hop_errors)
+        message = _last_line(stderr) or "ssh failed"
+        if any(marker in stderr for marker in _HOST_KEY_ERRORS):
+            raise HostKeyChanged(
+                f"host key of {self.host} does not match the one pinned in {self.known_hosts_path}",
+                hint="the box was replaced or someone is in the middle; if the box was "
+                "recreated on purpose, delete that file and retry",
             )
-        except FileNotFoundError:
-            raise OrchError("ssh is not installed", hint="install an OpenSSH client") from None
-        except subprocess.TimeoutExpired:
-            raise Unreachable(f"{self.description} did not finish within {timeout:.0f}s") from None
-        if proc.returncode == 255:
-            message = _last_line(proc.stderr) or "ssh failed"
-            if any(marker in proc.stderr for marker in _HOST_KEY_ERRORS):
-                raise HostKeyChanged(
-                    f"host key of {self.host} does not match the one pinned in "
-                    f"{self.known_hosts_path}",
-                    hint="the box was replaced or someone is in the middle; if the box was "
-                    "recreated on purpose, delete that file and retry",
-                )
-            if any(marker in proc.stderr for marker in _PERMANENT_SSH_ERRORS):
-                raise OrchError(f"{self.description}: {message}")
-            raise Unreachable(f"{self.description}: {message}")
-        return CommandResult(proc.returncode, proc.stdout, proc.stderr)
+        if any(marker in stderr for marker in _PERMANENT_SSH_ERRORS):
+            raise OrchError(f"{self.description}: {message}")
+        raise Unreachable(f"{self.description}: {message}")
+
+    def _raise_for_hop(self, hop_errors: str) -> None:
+        jump = self.jump_host()
+        message = _last_line(hop_errors)
+        if "REMOTE HOST IDENTIFICATION HAS CHANGED" in hop_errors:
+            raise HostKeyChanged(
+                f"host key of the jump host {jump} does not match the one in your known_hosts",
+                hint="check the bastion's key with its owner before trusting it",
+            )
+        if "Host key verification failed" in hop_errors or "host key is known" in hop_errors:
+            raise OrchError(
+                f"host key of the jump host {jump} is not known (ProxyJump in ssh_config)",
+                hint=f"connect once with `ssh {jump}` and verify its key, or add it to the "
+                "known_hosts file your ssh_config names for it",
+            )
+        if any(marker in hop_errors for marker in _PERMANENT_SSH_ERRORS + ("Permission denied",)):
+            raise OrchError(f"jump host {jump}: {message}")
+        raise Unreachable(f"jump host {jump}: {message}")
 
 
 # ----------------------------------------------------------------------------------- local
@@ -137,16 +360,7 @@ class LocalTransport:
     description: str = "this machine"
 
     def run(self, script: str, timeout: float) -> CommandResult:
-        try:
-            proc = subprocess.run(
-                ["/bin/sh", "-c", script],
-                capture_output=True,
-                text=True,
-                timeout=max(timeout, 1),
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            raise Unreachable(f"command did not finish within {timeout:.0f}s") from None
+        proc = run_bounded(["/bin/sh", "-c", script], max(timeout, 1.0), "the command")
         return CommandResult(proc.returncode, proc.stdout, proc.stderr)
 
 

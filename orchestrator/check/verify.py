@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.check import nvidia_smi
+from orchestrator.check import drivers, nvidia_smi
 from orchestrator.check.transport import (
     CommandResult,
     LocalTransport,
+    OutputTooLarge,
     Transport,
     Unreachable,
     backoff_delays,
@@ -41,6 +42,10 @@ FAILED_MARKER = "/var/lib/orch/failed"
 INSTALL_LOG = "/var/log/orch-install-drivers.log"
 EXIT_NOT_READY = 75  # EX_TEMPFAIL: installer still running, try again
 EXIT_NO_DRIVER = 127
+EXIT_TIMED_OUT = 124  # coreutils `timeout`: nvidia-smi hung and was killed on the box
+# nvidia-smi answers in a second or two; one that hangs (a wedged driver) is killed on the box
+# after this long, so it is not left running there when we give up on it.
+NVIDIA_SMI_LIMIT_S = 30
 
 
 @dataclass
@@ -48,13 +53,25 @@ class Expected:
     gpu: str | None = None
     gpu_count: int | None = None
     gpu_memory_gib: float | None = None
+    cuda: str | None = None  # the CUDA version the image's software needs, when it says
 
     @classmethod
     def from_candidate(cls, candidate: Candidate) -> Expected:
-        return cls(candidate.gpu, candidate.gpu_count, candidate.gpu_memory_gib)
+        cuda = (candidate.image or {}).get("cuda")
+        return cls(
+            candidate.gpu,
+            candidate.gpu_count,
+            candidate.gpu_memory_gib,
+            str(cuda) if cuda else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "gpu_count": self.gpu_count, "gpu_memory_gib": self.gpu_memory_gib}
+        return {
+            "gpu": self.gpu,
+            "gpu_count": self.gpu_count,
+            "gpu_memory_gib": self.gpu_memory_gib,
+            "cuda": self.cuda,
+        }
 
 
 @dataclass
@@ -107,15 +124,27 @@ class CheckReport:
 # ------------------------------------------------------------------------------ the probe
 
 
-def probe_script(fields: tuple[str, ...] = nvidia_smi.INVENTORY_FIELDS) -> str:
-    """POSIX sh run on the box: nvidia-smi if present, else why not (as an exit code)."""
+def bounded_query(fields: tuple[str, ...], limit_s: float = NVIDIA_SMI_LIMIT_S) -> str:
+    """`exec nvidia-smi ...` under the box's `timeout` (coreutils) when it has one."""
     query = shlex.join(nvidia_smi.query_argv(fields))
+    limit = max(1, int(limit_s))
+    return (
+        f"if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 {limit} {query}; "
+        f"else exec {query}; fi"
+    )
+
+
+def probe_script(
+    fields: tuple[str, ...] = nvidia_smi.INVENTORY_FIELDS, limit_s: float = NVIDIA_SMI_LIMIT_S
+) -> str:
+    """POSIX sh run on the box: nvidia-smi if present, else why not (as an exit code)."""
+    query = bounded_query(fields, limit_s)
     return (
         # cloud-init has not finished, or our installer is still running: not ready yet.
         f"if [ -d /var/lib/cloud/instance ] && [ ! -e /var/lib/cloud/instance/boot-finished ]"
         f" || {{ [ -e {INSTALL_LOG} ] && [ ! -e {READY_MARKER} ] && [ ! -e {FAILED_MARKER} ]; }};"
         f" then echo 'driver installation still running' >&2; exit {EXIT_NOT_READY}; fi; "
-        f"if command -v nvidia-smi >/dev/null 2>&1; then exec {query}; fi; "
+        f"if command -v nvidia-smi >/dev/null 2>&1; then {query}; fi; "
         f"if [ -e {FAILED_MARKER} ]; then"
         f' echo "driver installation failed: $(head -c 300 {FAILED_MARKER})" >&2;'
         f" exit {EXIT_NO_DRIVER}; fi; "
@@ -156,16 +185,16 @@ def _run_until_answer(
 def evaluate(gpus: list[nvidia_smi.GpuInventory], expected: Expected) -> list[Check]:
     """Compare what nvidia-smi reported with what the plan promised."""
     checks: list[Check] = []
-    drivers = sorted({g.driver_version for g in gpus if g.driver_version})
     if not gpus:
         checks.append(Check("driver", False, "nvidia-smi ran but reported no GPUs"))
-    elif not drivers:
-        checks.append(Check("driver", False, "nvidia-smi reported no driver version"))
     else:
-        checks.append(Check("driver", True, f"NVIDIA driver {', '.join(drivers)}"))
+        checks.append(_driver_check(gpus, expected))
+
+    if gpus:
+        checks.append(_identity_check(gpus))
 
     if expected.gpu_count is not None:
-        found = len(gpus)
+        found = _distinct_count(gpus)
         checks.append(
             Check(
                 "gpu_count",
@@ -223,14 +252,75 @@ def evaluate(gpus: list[nvidia_smi.GpuInventory], expected: Expected) -> list[Ch
     return checks
 
 
+def _architecture(gpu: str | None) -> str | None:
+    if gpu is None:
+        return None
+    try:
+        from orchestrator.catalog import load_gpus
+
+        known = load_gpus().get(gpu)
+    except (ImportError, OrchError):
+        return None
+    return known.architecture if known else None
+
+
+def _driver_check(gpus: list[nvidia_smi.GpuInventory], expected: Expected) -> Check:
+    """One driver version on every GPU, new enough for the GPU and for the image's CUDA."""
+    versions = sorted({g.driver_version for g in gpus if g.driver_version})
+    if not versions:
+        return Check("driver", False, "nvidia-smi reported no driver version")
+    if len(versions) > 1:
+        return Check("driver", False, f"GPUs report different drivers: {', '.join(versions)}")
+    (text,) = versions
+    version = drivers.parse_version(text)
+    if version is None:
+        return Check("driver", False, f"driver version {text[:60]!r} is not a version number")
+    table = nvidia_smi.name_table()
+    found = {nvidia_smi.canonical_gpu_name(g.name, table) for g in gpus} - {None}
+    gpu = expected.gpu or (found.pop() if len(found) == 1 else None)
+    needs = drivers.requirements(gpu, _architecture(gpu), expected.cuda)
+    short = [need for need in needs if version < need.version]
+    if short:
+        return Check(
+            "driver",
+            False,
+            f"NVIDIA driver {text} is too old: {'; '.join(n.reason for n in short)}",
+        )
+    floor = f" (>= {drivers.show(max(n.version for n in needs))} needed)" if needs else ""
+    return Check("driver", True, f"NVIDIA driver {text}{floor}")
+
+
+def _distinct_count(gpus: list[nvidia_smi.GpuInventory]) -> int:
+    return len({g.index for g in gpus})
+
+
+def _identity_check(gpus: list[nvidia_smi.GpuInventory]) -> Check:
+    """Each GPU once: a row repeated (same index, UUID or bus id) is not a second GPU."""
+    repeated = []
+    for label, values in (
+        ("index", [g.index for g in gpus]),
+        ("UUID", [g.uuid for g in gpus if g.uuid]),
+        ("bus id", [g.pci_bus_id for g in gpus if g.pci_bus_id]),
+    ):
+        twice = sorted({str(v) for v in values if values.count(v) > 1})
+        if twice:
+            repeated.append(f"{label} {', '.join(t[:60] for t in twice)} listed more than once")
+    if repeated:
+        return Check("gpu_ids", False, "; ".join(repeated))
+    return Check("gpu_ids", True, f"{len(gpus)} distinct GPU(s)")
+
+
 def _checks_from_answer(result: CommandResult) -> tuple[list[nvidia_smi.GpuInventory], list[Check]]:
     if result.exit_code == EXIT_NO_DRIVER:
         # Cloud agents merge stderr into stdout.
         message = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
         return [], [Check("driver", False, message[0] if message else "nvidia-smi not found")]
+    if result.exit_code == EXIT_TIMED_OUT:
+        message = "nvidia-smi did not answer in time and was stopped on the box (hung driver?)"
+        return [], [Check("driver", False, message)]
     if result.exit_code != 0:
         detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
-        text = detail[0] if detail else "no output"
+        text = detail[0][:300] if detail else "no output"
         return [], [Check("driver", False, f"nvidia-smi failed (exit {result.exit_code}): {text}")]
     try:
         gpus = nvidia_smi.parse_inventory(result.stdout)
@@ -243,7 +333,15 @@ def run_check(
     transport: Transport, expected: Expected, *, box_name: str | None, timeout: float
 ) -> CheckReport:
     started = time.monotonic()
-    result, attempts = _run_until_answer(transport, probe_script(), timeout)
+    limit = min(NVIDIA_SMI_LIMIT_S, max(1.0, timeout - 5))
+    try:
+        result, attempts = _run_until_answer(transport, probe_script(limit_s=limit), timeout)
+    except OutputTooLarge as exc:
+        report = CheckReport(box_name, transport.description, expected, attempts=1)
+        report.checks.append(Check("reachable", True, "answered"))
+        report.checks.append(Check("driver", False, exc.message))
+        report.elapsed_s = time.monotonic() - started
+        return report
     report = CheckReport(box_name, transport.description, expected, attempts=attempts)
     report.checks.append(Check("reachable", True, f"answered after {attempts} attempt(s)"))
     gpus, failures = _checks_from_answer(result)

@@ -11,7 +11,6 @@ GPUs that report utilisation as N/A (MIG mode) are not judged on utilisation.
 from __future__ import annotations
 
 import math
-import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -19,12 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.check import nvidia_smi
-from orchestrator.check.transport import CommandResult, Transport, Unreachable
-from orchestrator.check.verify import EXIT_NO_DRIVER
+from orchestrator.check.transport import CommandResult, OutputTooLarge, Transport, Unreachable
+from orchestrator.check.verify import EXIT_NO_DRIVER, EXIT_TIMED_OUT, bounded_query
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError
 
 LOW_UTIL_PCT = 30
 MEMORY_FULL_FRACTION = 0.95
+# One sample may take its interval, but never less than this (an SSH round trip through a
+# bastion takes a second or two) and never more than the watch's per-sample timeout.
+MIN_SAMPLE_S = 5.0
 
 
 @dataclass
@@ -33,6 +35,9 @@ class Sample:
     gpus: list[nvidia_smi.GpuUsage]
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+    # Why there is no reading: "unreachable" (no answer), "skipped" (an answer that is not a
+    # reading: malformed, too large, nvidia-smi hung and was stopped).
+    error_kind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +45,7 @@ class Sample:
             "gpus": [gpu.to_dict() for gpu in self.gpus],
             "warnings": self.warnings,
             "error": self.error,
+            "error_kind": self.error_kind,
         }
 
 
@@ -102,12 +108,28 @@ def window_samples(window_s: float, interval_s: float) -> int:
     return max(1, math.ceil(window_s / max(interval_s, 0.001)))
 
 
+def sample_timeout(interval: float, timeout: float) -> float:
+    """How long one sample may take: about its interval, within [MIN_SAMPLE_S, timeout]."""
+    return min(timeout, max(interval, MIN_SAMPLE_S))
+
+
+class SkippedSample(OrchError):
+    """The box answered, but not with a reading; the watch reports it and goes on."""
+
+
 def _query(transport: Transport, timeout: float) -> list[nvidia_smi.GpuUsage]:
-    script = shlex.join(nvidia_smi.query_argv(nvidia_smi.USAGE_FIELDS))
-    result: CommandResult = transport.run(
-        f"command -v nvidia-smi >/dev/null 2>&1 || exit {EXIT_NO_DRIVER}; exec {script}",
-        timeout=timeout,
-    )
+    # nvidia-smi is stopped on the box a little before we stop waiting, so a hung one neither
+    # outlives the sample nor leaves us waiting longer than the sample may take.
+    script = bounded_query(nvidia_smi.USAGE_FIELDS, max(1.0, timeout - 2))
+    try:
+        result: CommandResult = transport.run(
+            f"command -v nvidia-smi >/dev/null 2>&1 || exit {EXIT_NO_DRIVER}; {script}",
+            timeout=timeout,
+        )
+    except OutputTooLarge as exc:
+        raise SkippedSample(exc.message) from None
+    if result.exit_code == EXIT_TIMED_OUT:
+        raise SkippedSample("nvidia-smi did not answer in time and was stopped on the box")
     if result.exit_code == EXIT_NO_DRIVER:
         raise OrchError(
             f"nvidia-smi not found on {transport.description}", exit_code=EXIT_CHECK_FAILED
@@ -115,10 +137,13 @@ def _query(transport: Transport, timeout: float) -> list[nvidia_smi.GpuUsage]:
     if result.exit_code != 0:
         detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[:1]
         raise OrchError(
-            f"nvidia-smi failed (exit {result.exit_code}): {detail[0] if detail else ''}",
+            f"nvidia-smi failed (exit {result.exit_code}): {detail[0][:300] if detail else ''}",
             exit_code=EXIT_CHECK_FAILED,
         )
-    return nvidia_smi.parse_usage(result.stdout)
+    try:
+        return nvidia_smi.parse_usage(result.stdout)
+    except nvidia_smi.NvidiaSmiParseError as exc:
+        raise SkippedSample(f"malformed sample skipped: {exc.message}") from None
 
 
 def watch(
@@ -132,17 +157,21 @@ def watch(
 ) -> Iterator[Sample]:
     """Yield one Sample per interval (forever when count is None).
 
-    An unreachable box yields a Sample with `error` set and the watch goes on; a missing or
-    failing nvidia-smi raises OrchError (exit 3), since waiting will not fix it.
+    An unreachable box or an answer that is not a reading yields a Sample with `error` set
+    and the watch goes on; a missing or failing nvidia-smi raises OrchError (exit 3), since
+    waiting will not fix it. Each sample takes at most `sample_timeout(interval, timeout)`.
     """
     taken = 0
+    per_sample = sample_timeout(interval, timeout)
     while count is None or taken < count:
         started = time.monotonic()
         at = time.time()
         try:
-            gpus = _query(transport, timeout)
+            gpus = _query(transport, per_sample)
         except Unreachable as exc:
-            yield Sample(at, [], error=exc.message)
+            yield Sample(at, [], error=exc.message, error_kind="unreachable")
+        except SkippedSample as exc:
+            yield Sample(at, [], error=exc.message, error_kind="skipped")
         else:
             yield Sample(at, gpus, warnings=monitor.add(gpus))
         taken += 1

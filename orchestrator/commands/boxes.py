@@ -11,7 +11,9 @@ import click
 
 from orchestrator.commands.aliases import deprecated_option, take_deprecated, warn_deprecated
 from orchestrator.commands.check_options import (
+    DAY_S,
     VIA_CHOICES,
+    bounded,
     check_timeout_option,
     ssh_config_option,
     via_option,
@@ -162,6 +164,7 @@ def up(
     bid = take_deprecated("--spot-bid", spot_bid, "--max-price", old_bid, explicit("spot_bid"))
     if bid is not None and not (0 < bid < float("inf")):
         raise UsageError(f"--spot-bid {bid} is not a positive price (USD per hour)")
+    bounded("--check-timeout", check_timeout, low=1, high=DAY_S)
     if not no_check and via == "ssh":
         from orchestrator.check.transport import resolve_ssh_config
 
@@ -219,13 +222,15 @@ def up(
 
 
 def _check(box: Any, quiet: bool, via: str, timeout: float, ssh_config: str | None) -> None:
+    from orchestrator.check.untrusted import printable
     from orchestrator.check.verify import check_box
 
     if not quiet:
         click.echo(f"orch: checking the GPUs of box {box.name} (up to {timeout:g} s)...", err=True)
     report = check_box(box, ssh_config=ssh_config, timeout=timeout, via=via)
     if not report.ok:
-        problems = "; ".join(check.message for check in report.failures())
+        # The messages quote what the box said: escape it before it reaches the terminal.
+        problems = "; ".join(printable(check.message) for check in report.failures())
         raise OrchError(
             f"box {box.name} is up but does not match its plan: {problems}",
             exit_code=EXIT_CHECK_FAILED,

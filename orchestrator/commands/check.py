@@ -3,21 +3,63 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.check.untrusted import printable
 from orchestrator.commands.check_options import (
+    DAY_S,
+    bounded,
     check_timeout_option,
     ssh_config_option,
     via_option,
 )
-from orchestrator.errors import UsageError
+from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 
 if TYPE_CHECKING:
     from orchestrator.check.verify import CheckReport, Expected
     from orchestrator.check.watch import Sample
     from orchestrator.provision.boxes import Box
+
+
+
+class JsonErrors(click.Command):
+    """A command whose every error, click's own usage errors included, honours --json.
+
+    With --json the error is also printed on stdout as one JSON object (`ok` false, `error`,
+    `exit_code`), so a script reading stdout never gets nothing; the `orch: error:` line on
+    stderr and the exit code stay as for every command. The message is escaped (it can carry
+    text a box sent) before either is printed.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as exc:
+            if "--json" in given:
+                _echo_error(ctx, exc.format_message(), exc.exit_code)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OrchError as exc:
+            safe = printable(exc.one_line(), limit=2000)
+            if ctx.params.get("as_json"):
+                _echo_error(ctx, safe, exc.exit_code)
+            raise OrchError(safe, exit_code=exc.exit_code) from None
+        except click.ClickException as exc:
+            if ctx.params.get("as_json"):
+                _echo_error(ctx, exc.format_message(), exc.exit_code)
+            raise
+
+
+def _echo_error(ctx: click.Context, message: str, exit_code: int) -> None:
+    name = ctx.params.get("name")
+    error = {"box": name, "ok": False, "error": " ".join(message.split()), "exit_code": exit_code}
+    click.echo(json.dumps(error, indent=2 if ctx.info_name == "check" else None))
 
 
 def _load_box(name: str) -> Box:
@@ -31,9 +73,10 @@ def _print_report(report: CheckReport) -> None:
     click.echo(f"{title} ({report.transport}): {'OK' if report.ok else 'MISMATCH'}")
     for gpu in report.gpus:
         memory = f"{gpu.memory_total_mib} MiB" if gpu.memory_total_mib is not None else "? MiB"
-        click.echo(f"  GPU {gpu.index}: {gpu.name}, {memory}, driver {gpu.driver_version or '?'}")
+        name, driver = printable(gpu.name, 100), printable(gpu.driver_version or "?", 40)
+        click.echo(f"  GPU {gpu.index}: {name}, {memory}, driver {driver}")
     for check in report.checks:
-        click.echo(f"  [{'pass' if check.ok else 'FAIL'}] {check.name}: {check.message}")
+        click.echo(f"  [{'pass' if check.ok else 'FAIL'}] {check.name}: {printable(check.message)}")
 
 
 def _expected_from_plan(plan_path: str | None) -> Expected:
@@ -46,7 +89,7 @@ def _expected_from_plan(plan_path: str | None) -> Expected:
     return Expected.from_candidate(read_plan(plan_path).choice)
 
 
-@click.command()
+@click.command(cls=JsonErrors)
 @click.argument("name", required=False)
 @click.option("--local", is_flag=True, help="Check the machine this runs on instead of a box.")
 @click.option(
@@ -74,26 +117,16 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> Non
     Exit codes: 0 match, 3 mismatch (or no driver), 1 unreachable, 2 usage.
     """
     from orchestrator.check.verify import check_box, check_local
-    from orchestrator.errors import OrchError
 
     if local == bool(name):
         raise UsageError("give a box NAME or --local (not both)")
     if plan_path and not local:
         raise UsageError("--plan goes with --local; a box is checked against its own plan")
-    try:
-        if local:
-            report = check_local(_expected_from_plan(plan_path), timeout=timeout)
-        else:
-            report = check_box(_load_box(name), ssh_config=ssh_config, timeout=timeout, via=via)
-    except OrchError as exc:
-        if as_json:
-            click.echo(
-                json.dumps(
-                    {"box": name, "ok": False, "error": exc.one_line(), "exit_code": exc.exit_code},
-                    indent=2,
-                )
-            )
-        raise
+    bounded("--timeout", timeout, low=1, high=DAY_S)
+    if local:
+        report = check_local(_expected_from_plan(plan_path), timeout=timeout)
+    else:
+        report = check_box(_load_box(name), ssh_config=ssh_config, timeout=timeout, via=via)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
@@ -104,7 +137,7 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> Non
 def _format_sample(sample: Sample) -> list[str]:
     stamp = sample.to_dict()["time"]
     if sample.error:
-        return [f"{stamp}  unreachable: {sample.error}"]
+        return [f"{stamp}  {sample.error_kind or 'unreachable'}: {printable(sample.error)}"]
     lines = []
     for gpu in sample.gpus:
         util = f"{gpu.utilization_pct:3d}%" if gpu.utilization_pct is not None else " N/A"
@@ -118,7 +151,7 @@ def _format_sample(sample: Sample) -> list[str]:
     return lines + [f"{stamp}  warning: {w}" for w in sample.warnings]
 
 
-@click.command()
+@click.command(cls=JsonErrors)
 @click.argument("name", required=False)
 @click.option("--local", is_flag=True, help="Watch the machine this runs on.")
 @click.option(
@@ -158,15 +191,27 @@ def watch(name, local, interval, count, window, low_util, as_json, ssh_config, v
 
     if local == bool(name):
         raise UsageError("give a box NAME or --local (not both)")
+    bounded("--interval", interval, low=0.1, high=DAY_S)
+    bounded("--window", window, low=0, high=7 * DAY_S)
+    bounded("--low-util", low_util, low=0, high=100)
     transport = (
         LocalTransport()
         if local
         else transport_for_box(_load_box(name), via=via, ssh_config=ssh_config)
     )
     monitor = UsageMonitor(window_samples=window_samples(window, interval), low_util_pct=low_util)
+    taken = answered = 0
     for sample in run_watch(transport, interval=interval, count=count, monitor=monitor):
+        taken += 1
+        answered += sample.error is None
         if as_json:
             click.echo(json.dumps(sample.to_dict()))
         else:
             for line in _format_sample(sample):
                 click.echo(line)
+    if taken and not answered:
+        # Not one reading: a watch that saw nothing must not look like a healthy one.
+        raise OrchError(
+            f"no sample of {taken} gave a reading ({sample.error_kind}: {sample.error})",
+            exit_code=EXIT_FAILURE,
+        )

@@ -4,16 +4,20 @@ the check `orch up` runs once the box is up, so that each means the same in all 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+
+from orchestrator.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 VIA_CHOICES = ("ssh", "ssm", "cloud-assistant")
 VIA_CHOICE = click.Choice(VIA_CHOICES)
 DEFAULT_CHECK_TIMEOUT = 600
+DAY_S = 86400.0
 
 
 def via_option(help_text: str = "How to reach the box.") -> Callable[[F], F]:
@@ -44,3 +48,10 @@ def ssh_config_option() -> Callable[[F], F]:
         type=click.Path(dir_okay=False),
         help="ssh_config file passed to ssh -F (default: $ORCH_SSH_CONFIG, else ssh's own).",
     )
+
+
+def bounded(option: str, value: float, *, low: float, high: float) -> float:
+    """Refuse nan, inf and values outside [low, high] (click's FloatRange lets nan through)."""
+    if not math.isfinite(value) or not low <= value <= high:
+        raise UsageError(f"{option} must be a number from {low:g} to {high:g}, not {value!r}")
+    return value

@@ -82,6 +82,28 @@ class SshBox:
         self._reset()
         (self.state_dir / "fail").write_text(f"{exit_code}\n{message}")
 
+    def serve_raw(self, data: bytes) -> None:
+        """Make the fake nvidia-smi print exactly `data`, whatever it is asked."""
+        self._reset()
+        path = self.state_dir / "raw.bin"
+        path.write_bytes(data)
+        (self.state_dir / "raw").write_text(str(path))
+
+    def serve_text(self, fixture: str, text: str) -> None:
+        """Serve a crafted capture: `text` is a CSV with a header line, as the fixtures are."""
+        self._reset()
+        path = self.state_dir / f"{fixture}.csv"
+        path.write_text(text)
+        (self.state_dir / "fixture").write_text(str(path))
+
+    def hang(self, seconds: float) -> None:
+        """Make the fake nvidia-smi sleep before it answers (it keeps serving what it served)."""
+        (self.state_dir / "hang").write_text(str(seconds))
+
+    def hung_pid(self) -> int | None:
+        path = self.state_dir / "hang.pid"
+        return int(path.read_text()) if path.exists() else None
+
     def remove_driver(self) -> None:
         (self.bin_dir / "nvidia-smi").unlink(missing_ok=True)
 
@@ -90,7 +112,7 @@ class SshBox:
         return log.read_text().splitlines() if log.exists() else []
 
     def _reset(self) -> None:
-        for name in ("fixture", "sequence", "fail", "calls", "argv.log"):
+        for name in ("fixture", "sequence", "fail", "calls", "argv.log", "raw", "hang", "hang.pid"):
             (self.state_dir / name).unlink(missing_ok=True)
         if not (self.bin_dir / "nvidia-smi").exists():
             write_fake_nvidia_smi(self.bin_dir)
