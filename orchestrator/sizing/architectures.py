@@ -315,144 +315,237 @@ def _activation(cfg: dict[str, Any], *keys: str, default: str) -> str:
 # ------------------------------------------------------------------------ BERT family
 
 
-def _bert_family(cfg: dict[str, Any], family: str, name: str) -> Architecture:
-    kind, notes = head_kind(cfg, family)
-    if family == "distilbert":
-        h = _int(cfg, "dim", "hidden_size")
-        layers = _int(cfg, "n_layers", "num_hidden_layers")
-        heads = _int(cfg, "n_heads", "num_attention_heads")
-        inter = _int(cfg, "hidden_dim", "intermediate_size")
-        act = _activation(cfg, "activation", default="gelu")
-        hidden_dropout = _float(cfg, "dropout", default=0.1)
-        attn_dropout = _float(cfg, "attention_dropout", default=0.1)
-        types = 0
-    else:
-        h = _int(cfg, "hidden_size")
-        layers = _int(cfg, "num_hidden_layers")
-        heads = _int(cfg, "num_attention_heads")
-        inter = _int(cfg, "intermediate_size")
-        act = _activation(cfg, "hidden_act", default="gelu")
-        hidden_dropout = _float(cfg, "hidden_dropout_prob", default=0.1)
-        attn_dropout = _float(cfg, "attention_probs_dropout_prob", default=0.1)
-        types = _int(cfg, "type_vocab_size", default=2)
-    for label, value in (("hidden size", h), ("layers", layers), ("heads", heads)):
-        _positive(label, value)
-    if h % heads:
-        raise ConfigError(f"hidden size {h} is not divisible by {heads} heads")
-    vocab = _positive("vocab_size", _int(cfg, "vocab_size"))
-    positions = _int(cfg, "max_position_embeddings", default=512)
-    emb_width = h
-    if family in ("albert", "electra"):
-        emb_width = _int(cfg, "embedding_size", default=h)
-    tied = bool(cfg.get("tie_word_embeddings", True))
+@dataclass(frozen=True)
+class FamilyKeys:
+    """Which HF config keys hold a family's dimensions (the first key present wins), and the
+    family's defaults where the config leaves a value out."""
 
-    weights: list[WeightGroup] = [WeightGroup("embeddings.word", (vocab, emb_width))]
-    relative, rel_span = "none", 0
-    absolute = True
+    hidden: tuple[str, ...] = ("hidden_size",)
+    layers: tuple[str, ...] = ("num_hidden_layers",)
+    heads: tuple[str, ...] = ("num_attention_heads",)
+    kv_heads: tuple[str, ...] = ()  # empty: as many kv heads as heads
+    intermediate: tuple[str, ...] = ("intermediate_size",)
+    intermediate_factor: int = 0  # > 0: the MLP width is this x hidden when the key is unset
+    positions: tuple[str, ...] = ("max_position_embeddings",)
+    positions_default: int = 2048
+    activation: tuple[str, ...] = ("hidden_act",)
+    activation_default: str = "gelu"
+    hidden_dropout: tuple[str, ...] = ("hidden_dropout_prob",)
+    attn_dropout: tuple[str, ...] = ("attention_probs_dropout_prob",)
+    dropout_default: float = 0.0
+    type_vocab: bool = False  # token-type (segment) embeddings
+    tied_default: bool = False
+
+
+@dataclass(frozen=True)
+class Dims:
+    """A transformer's sizes as read from its config through its FamilyKeys."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    positions: int
+    vocab: int
+    activation: str
+    hidden_dropout: float
+    attn_dropout: float
+    types: int
+    tied: bool
+
+
+def read_dims(cfg: dict[str, Any], keys: FamilyKeys) -> Dims:
+    h = _int(cfg, *keys.hidden)
+    layers = _int(cfg, *keys.layers)
+    heads = _int(cfg, *keys.heads)
+    kv = _int(cfg, *keys.kv_heads, default=heads) if keys.kv_heads else heads
+    if keys.intermediate_factor:
+        inter = _int(cfg, *keys.intermediate, default=0) or keys.intermediate_factor * h
+    else:
+        inter = _int(cfg, *keys.intermediate)
+    return Dims(
+        hidden=h,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=_int(cfg, "head_dim", default=h // max(heads, 1)),
+        intermediate=inter,
+        positions=_int(cfg, *keys.positions, default=keys.positions_default),
+        vocab=_int(cfg, "vocab_size"),
+        activation=_activation(cfg, *keys.activation, default=keys.activation_default),
+        hidden_dropout=_float(cfg, *keys.hidden_dropout, default=keys.dropout_default),
+        attn_dropout=_float(cfg, *keys.attn_dropout, default=keys.dropout_default),
+        types=_int(cfg, "type_vocab_size", default=2) if keys.type_vocab else 0,
+        tied=bool(cfg.get("tie_word_embeddings", keys.tied_default)),
+    )
+
+
+def _check_sizes(d: Dims, divisible: bool = True) -> None:
+    for label, value in (("hidden size", d.hidden), ("layers", d.layers), ("heads", d.heads)):
+        _positive(label, value)
+    if divisible and d.hidden % d.heads:
+        raise ConfigError(f"hidden size {d.hidden} is not divisible by {d.heads} heads")
+
+
+_BERT = FamilyKeys(dropout_default=0.1, type_vocab=True, positions_default=512, tied_default=True)
+BERT_KEYS = {
+    "bert": _BERT,
+    "roberta": _BERT,
+    "electra": _BERT,
+    "albert": _BERT,
+    "deberta-v2": _BERT,
+    "distilbert": FamilyKeys(
+        hidden=("dim", "hidden_size"),
+        layers=("n_layers", "num_hidden_layers"),
+        heads=("n_heads", "num_attention_heads"),
+        intermediate=("hidden_dim", "intermediate_size"),
+        positions_default=512,
+        activation=("activation",),
+        hidden_dropout=("dropout",),
+        attn_dropout=("attention_dropout",),
+        dropout_default=0.1,
+        tied_default=True,
+    ),
+}
+
+
+def _deberta_relative(cfg: dict[str, Any], d: Dims) -> tuple[list[WeightGroup], int]:
+    """DeBERTa-v2 relative-position weights and the span of relative embeddings (rows)."""
+    h, layers = d.hidden, d.layers
+    buckets = _int(cfg, "position_buckets", default=-1)
+    span = _get(cfg, "max_relative_positions", default=-1)
+    span = d.positions if not isinstance(span, int) or span < 1 else span
+    rel_span = 2 * (buckets if buckets > 0 else span)
+    weights = [WeightGroup("encoder.rel_embeddings", (rel_span, h))]
+    if "layer_norm" in str(cfg.get("norm_rel_ebd", "none")):
+        weights += norm("encoder.LayerNorm", h)
+    pos_types = str(cfg.get("pos_att_type", "")).lower()
+    if not cfg.get("share_att_key", False):
+        # Separate projections of the relative embeddings for c2p and p2c.
+        if "c2p" in pos_types:
+            weights += linear("pos_key_proj", h, h, layers)
+        if "p2c" in pos_types:
+            weights += linear("pos_query_proj", h, h, layers)
+    return weights, rel_span
+
+
+def _bert_embeddings(
+    cfg: dict[str, Any], family: str, d: Dims, emb_width: int
+) -> tuple[list[WeightGroup], str, int, bool]:
+    """Embedding weights (word, position, type, LayerNorm, projection); relative attention
+    kind and span; whether positions are learned absolute embeddings."""
+    weights = [WeightGroup("embeddings.word", (d.vocab, emb_width))]
+    relative, rel_span, absolute = "none", 0, True
     if family == "deberta-v2":
-        if cfg.get("position_biased_input", True):
-            weights.append(WeightGroup("embeddings.position", (positions, emb_width)))
-        else:
-            absolute = False
-        if types:
-            weights.append(WeightGroup("embeddings.token_type", (types, emb_width)))
+        absolute = bool(cfg.get("position_biased_input", True))
+        if absolute:
+            weights.append(WeightGroup("embeddings.position", (d.positions, emb_width)))
+        if d.types:
+            weights.append(WeightGroup("embeddings.token_type", (d.types, emb_width)))
         if cfg.get("relative_attention", False):
             relative = "deberta"
-            buckets = _int(cfg, "position_buckets", default=-1)
-            span = _get(cfg, "max_relative_positions", default=-1)
-            span = positions if not isinstance(span, int) or span < 1 else span
-            rel_span = 2 * (buckets if buckets > 0 else span)
-            weights.append(WeightGroup("encoder.rel_embeddings", (rel_span, h)))
-            if "layer_norm" in str(cfg.get("norm_rel_ebd", "none")):
-                weights += norm("encoder.LayerNorm", h)
-            pos_types = str(cfg.get("pos_att_type", "")).lower()
-            if not cfg.get("share_att_key", False):
-                # Separate projections of the relative embeddings for c2p and p2c.
-                if "c2p" in pos_types:
-                    weights += linear("pos_key_proj", h, h, layers)
-                if "p2c" in pos_types:
-                    weights += linear("pos_query_proj", h, h, layers)
+            rel_weights, rel_span = _deberta_relative(cfg, d)
+            weights += rel_weights
         if _int(cfg, "conv_kernel_size", default=0):
             raise ConfigError("deberta-v2 with conv_kernel_size is not supported")
     else:
-        weights.append(WeightGroup("embeddings.position", (positions, emb_width)))
-        if types:
-            weights.append(WeightGroup("embeddings.token_type", (types, emb_width)))
+        weights.append(WeightGroup("embeddings.position", (d.positions, emb_width)))
+        if d.types:
+            weights.append(WeightGroup("embeddings.token_type", (d.types, emb_width)))
     weights += norm("embeddings.LayerNorm", emb_width)
-    projected = emb_width != h
-    if projected:
-        weights += linear("embeddings.project", emb_width, h)
+    if emb_width != d.hidden:
+        weights += linear("embeddings.project", emb_width, d.hidden)
+    return weights, relative, rel_span, absolute
 
-    # One transformer layer (ALBERT shares one group of layers across the depth).
-    groups = 1
-    if family == "albert":
-        groups = _int(cfg, "num_hidden_groups", default=1) * _int(cfg, "inner_group_num", default=1)
-    param_layers = groups if family == "albert" else layers
-    weights += linear("attention.qkvo", h, h, 4 * param_layers)
+
+def _post_ln_layers(d: Dims, param_layers: int) -> list[WeightGroup]:
+    """Weights of `param_layers` BERT layers (q, k, v, o; LayerNorm; MLP; LayerNorm)."""
+    h, inter = d.hidden, d.intermediate
+    weights = linear("attention.qkvo", h, h, 4 * param_layers)
     weights += norm("attention.LayerNorm", h, param_layers)
     weights += linear("intermediate", h, inter, param_layers)
     weights += linear("output", inter, h, param_layers)
     weights += norm("output.LayerNorm", h, param_layers)
+    return weights
 
+
+def _bert_head(
+    kind: str, family: str, d: Dims, transform: int, labels: int
+) -> tuple[list[WeightGroup], Head]:
+    """The task head's weights and its Head description."""
+    h, vocab, act = d.hidden, d.vocab, d.activation
+    weights: list[WeightGroup] = []
+    if kind in ("masked-lm", "pretraining") and not (family == "electra" and kind == "pretraining"):
+        # dense (h -> transform) + act + LayerNorm, then the (tied) decoder with a bias.
+        weights += linear("lm.transform", h, transform)
+        weights += norm("lm.LayerNorm", transform)
+        weights.append(WeightGroup("lm.decoder.bias", (vocab,)))
+        if not d.tied:
+            weights.append(WeightGroup("lm.decoder.weight", (vocab, transform), matmul=True))
+        if kind == "pretraining":  # BERT next-sentence prediction on the pooled CLS token
+            weights += linear("pooler", h, h)
+            weights += linear("nsp", h, 2)
+        return weights, Head(kind, vocab=vocab, transform=transform, transform_act=act)
+    if kind == "pretraining":  # ELECTRA discriminator: dense + act + one logit per token
+        weights += linear("discriminator.dense", h, h)
+        weights += linear("discriminator.prediction", h, 1)
+        return weights, Head("pretraining", transform=h, transform_act=act, labels=1)
+    if kind == "sequence-classification":
+        weights += linear("pooler", h, h)  # BERT pooler / RoBERTa dense / DistilBERT pre_classifier
+        weights += linear("classifier", h, labels)
+        return weights, Head(kind, labels=labels, pooled=True)
+    if kind in ("token-classification", "question-answering"):
+        n = 2 if kind == "question-answering" else labels
+        return linear("classifier", h, n), Head(kind, labels=n)
+    if kind == "none":
+        if family in ("bert", "roberta", "albert"):
+            weights += linear("pooler", h, h)
+        return weights, Head("none")
+    raise ConfigError(f"{family} has no {kind} head")
+
+
+def _bert_family(cfg: dict[str, Any], family: str, name: str) -> Architecture:
+    kind, notes = head_kind(cfg, family)
+    d = read_dims(cfg, BERT_KEYS[family])
+    _check_sizes(d)
+    _positive("vocab_size", d.vocab)
+    h = d.hidden
+    emb_width = _int(cfg, "embedding_size", default=h) if family in ("albert", "electra") else h
+    weights, relative, rel_span, absolute = _bert_embeddings(cfg, family, d, emb_width)
+    # ALBERT shares one group of layers across the depth.
+    param_layers = d.layers
+    if family == "albert":
+        param_layers = _int(cfg, "num_hidden_groups", default=1) * _int(
+            cfg, "inner_group_num", default=1
+        )
+    weights += _post_ln_layers(d, param_layers)
     stack = Stack(
         role="encoder",
-        layers=layers,
+        layers=d.layers,
         hidden=h,
-        heads=heads,
-        kv_heads=heads,
-        head_dim=h // heads,
-        intermediate=inter,
-        activation=act,
+        heads=d.heads,
+        kv_heads=d.heads,
+        head_dim=h // d.heads,
+        intermediate=d.intermediate,
+        activation=d.activation,
         gated=False,
         norm="layernorm",
         prenorm=False,
         causal=False,
-        attn_dropout=attn_dropout,
-        hidden_dropout=hidden_dropout,
+        attn_dropout=d.attn_dropout,
+        hidden_dropout=d.hidden_dropout,
         attn_out_dropout=family != "distilbert",
         mlp_out_dropout=family != "albert",
         relative=relative,
         rel_span=rel_span,
         lora_targets=((h, h), (h, h)),  # query and value
     )
-
-    labels = num_labels(cfg)
-    transform_act = act
     # ALBERT's and the ELECTRA generator's MLM heads project down to the embedding width.
     transform = emb_width if family == "albert" or kind == "masked-lm" else h
-    head = Head(kind)
-    if kind in ("masked-lm", "pretraining") and not (family == "electra" and kind == "pretraining"):
-        # dense (h -> transform) + act + LayerNorm, then the (tied) decoder with a bias.
-        weights += linear("lm.transform", h, transform)
-        weights += norm("lm.LayerNorm", transform)
-        weights.append(WeightGroup("lm.decoder.bias", (vocab,)))
-        if not tied:
-            weights.append(WeightGroup("lm.decoder.weight", (vocab, transform), matmul=True))
-        head = Head("masked-lm", vocab=vocab, transform=transform, transform_act=transform_act)
-        if kind == "pretraining":  # BERT next-sentence prediction on the pooled CLS token
-            weights += linear("pooler", h, h)
-            weights += linear("nsp", h, 2)
-            head = Head("pretraining", vocab=vocab, transform=transform, transform_act=act)
-    elif kind == "pretraining":  # ELECTRA discriminator: dense + act + one logit per token
-        weights += linear("discriminator.dense", h, h)
-        weights += linear("discriminator.prediction", h, 1)
-        head = Head("pretraining", transform=h, transform_act=act, labels=1)
-    elif kind == "sequence-classification":
-        weights += linear("pooler", h, h)  # BERT pooler / RoBERTa dense / DistilBERT pre_classifier
-        weights += linear("classifier", h, labels)
-        head = Head(kind, labels=labels, pooled=True)
-    elif kind in ("token-classification", "question-answering"):
-        n = 2 if kind == "question-answering" else labels
-        weights += linear("classifier", h, n)
-        head = Head(kind, labels=n)
-    elif kind == "none":
-        if family in ("bert", "roberta", "albert"):
-            weights += linear("pooler", h, h)
-        head = Head("none")
-    else:
-        raise ConfigError(f"{family} has no {kind} head")
-
-    int_inputs = 1 + (1 if types else 0)
+    head_weights, head = _bert_head(kind, family, d, transform, num_labels(cfg))
+    weights += head_weights
     return Architecture(
         name=name,
         family=family,
@@ -460,22 +553,195 @@ def _bert_family(cfg: dict[str, Any], family: str, name: str) -> Architecture:
         weights=tuple(weights),
         stacks=(stack,),
         embedding=Embedding(
-            vocab=vocab,
+            vocab=d.vocab,
             width=emb_width,
-            int_inputs=int_inputs,
+            int_inputs=1 + (1 if d.types else 0),
             norm=True,
-            dropout=hidden_dropout,
-            projected=projected,
+            dropout=d.hidden_dropout,
+            projected=emb_width != h,
         ),
         head=head,
-        max_positions=positions - 2 if family == "roberta" else positions,
+        max_positions=d.positions - 2 if family == "roberta" else d.positions,
         absolute_positions=absolute,
         sdpa=family in SDPA_FAMILIES,
         notes=tuple(notes),
     )
 
 
+
 # ------------------------------------------------------------------------ decoders
+
+DECODER_KEYS = {
+    "gpt2": FamilyKeys(
+        hidden=("n_embd", "hidden_size"),
+        layers=("n_layer", "num_hidden_layers"),
+        heads=("n_head", "num_attention_heads"),
+        intermediate=("n_inner",),
+        intermediate_factor=4,
+        positions=("n_positions", "max_position_embeddings"),
+        positions_default=1024,
+        activation=("activation_function",),
+        activation_default="gelu_new",
+        hidden_dropout=("resid_pdrop",),
+        attn_dropout=("attn_pdrop",),
+        dropout_default=0.1,
+        tied_default=True,
+    ),
+    "opt": FamilyKeys(
+        intermediate=("ffn_dim",),
+        activation=("activation_function",),
+        activation_default="relu",
+        hidden_dropout=("dropout",),
+        attn_dropout=("attention_dropout",),
+        tied_default=True,
+    ),
+    "gpt_neox": FamilyKeys(hidden_dropout=("hidden_dropout",), attn_dropout=("attention_dropout",)),
+    "llama": FamilyKeys(
+        kv_heads=("num_key_value_heads",),
+        activation_default="silu",
+        hidden_dropout=(),
+        attn_dropout=("attention_dropout",),
+    ),
+}
+for _family in ("mistral", "qwen2"):
+    DECODER_KEYS[_family] = DECODER_KEYS["llama"]
+
+
+@dataclass
+class DecoderParts:
+    """What a decoder family builder returns: weights, the per-family Stack fields, the
+    token embedding, and whether positions are learned absolute embeddings."""
+
+    weights: list[WeightGroup]
+    stack: dict[str, Any]
+    embedding: Embedding
+    absolute: bool = False
+
+
+def _gpt2_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
+    h, layers, inter = d.hidden, d.layers, d.intermediate
+    weights = [WeightGroup("wte", (d.vocab, h)), WeightGroup("wpe", (d.positions, h))]
+    weights += norm("ln_1", h, layers)
+    weights += linear("c_attn", h, 3 * h, layers)
+    weights += linear("attn.c_proj", h, h, layers)
+    weights += norm("ln_2", h, layers)
+    weights += linear("c_fc", h, inter, layers)
+    weights += linear("mlp.c_proj", inter, h, layers)
+    weights += norm("ln_f", h)
+    stack = dict(
+        norm="layernorm",
+        gated=False,
+        fused_qkv=True,
+        attn_dropout=d.attn_dropout,
+        hidden_dropout=d.hidden_dropout,
+        lora_targets=((h, 3 * h),),  # PEFT's default for GPT-2: the fused c_attn
+    )
+    dropout = _float(cfg, "embd_pdrop", default=0.1)
+    return DecoderParts(weights, stack, Embedding(d.vocab, h, dropout=dropout), absolute=True)
+
+
+def _opt_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
+    h, layers, inter = d.hidden, d.layers, d.intermediate
+    bias = cfg.get("enable_bias", True)
+    proj = _int(cfg, "word_embed_proj_dim", default=h)
+    weights = [WeightGroup("embed_tokens", (d.vocab, proj))]
+    weights.append(WeightGroup("embed_positions", (d.positions + 2, h)))  # offset of 2
+    if proj != h:
+        weights += linear("project_in", proj, h, bias=False)
+        weights += linear("project_out", h, proj, bias=False)
+    weights += norm("self_attn_layer_norm", h, layers)
+    weights += linear("qkvo", h, h, 4 * layers, bias=bias)
+    weights += norm("final_layer_norm", h, layers)
+    weights += linear("fc1", h, inter, layers, bias=bias)
+    weights += linear("fc2", inter, h, layers, bias=bias)
+    if cfg.get("do_layer_norm_before", True) and not cfg.get("_remove_final_layer_norm"):
+        weights += norm("decoder.final_layer_norm", h)
+    if not cfg.get("do_layer_norm_before", True):
+        raise ConfigError("opt with do_layer_norm_before=false (opt-350m) is not supported")
+    stack = dict(
+        norm="layernorm",
+        gated=False,
+        attn_dropout=d.attn_dropout,
+        hidden_dropout=_float(cfg, "dropout", default=0.1),
+        act_dropout=_float(cfg, "activation_dropout"),
+        lora_targets=((h, h), (h, h)),
+    )
+    emb = Embedding(d.vocab, proj, int_inputs=2, projected=proj != h)
+    return DecoderParts(weights, stack, emb, absolute=True)
+
+
+def _neox_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
+    h, layers, inter = d.hidden, d.layers, d.intermediate
+    bias = cfg.get("attention_bias", True)
+    weights = [WeightGroup("embed_in", (d.vocab, h))]
+    weights += norm("input_layernorm", h, layers)
+    weights += norm("post_attention_layernorm", h, layers)
+    weights += linear("query_key_value", h, 3 * h, layers, bias=bias)
+    weights += linear("attention.dense", h, h, layers, bias=bias)
+    weights += linear("dense_h_to_4h", h, inter, layers)
+    weights += linear("dense_4h_to_h", inter, h, layers)
+    weights += norm("final_layer_norm", h)
+    stack = dict(
+        norm="layernorm",
+        gated=False,
+        fused_qkv=True,
+        parallel_residual=bool(cfg.get("use_parallel_residual", True)),
+        attn_dropout=d.attn_dropout,
+        hidden_dropout=d.hidden_dropout,
+        lora_targets=((h, 3 * h),),  # PEFT's default: the fused query_key_value
+    )
+    return DecoderParts(weights, stack, Embedding(d.vocab, h))
+
+
+def _llama_parts(cfg: dict[str, Any], d: Dims, family: str) -> DecoderParts:
+    """LLaMA and its relatives: RMSNorm, rotary positions, GQA, a SwiGLU MLP."""
+    h, layers, inter = d.hidden, d.layers, d.intermediate
+    q, kv = d.heads * d.head_dim, d.kv_heads * d.head_dim
+    if d.kv_heads <= 0 or d.heads % d.kv_heads:
+        raise ConfigError(f"{d.heads} attention heads are not a multiple of {d.kv_heads} kv heads")
+    qkv_bias = family == "qwen2" or bool(cfg.get("attention_bias", False))
+    mlp_bias = bool(cfg.get("mlp_bias", False))
+    weights = [WeightGroup("embed_tokens", (d.vocab, h))]
+    weights += linear("q_proj", h, q, layers, bias=qkv_bias)
+    weights += linear("k_proj", h, kv, layers, bias=qkv_bias)
+    weights += linear("v_proj", h, kv, layers, bias=qkv_bias)
+    weights += linear("o_proj", q, h, layers, bias=bool(cfg.get("attention_bias")))
+    weights += linear("gate_up_proj", h, inter, 2 * layers, bias=mlp_bias)
+    weights += linear("down_proj", inter, h, layers, bias=mlp_bias)
+    weights += norm("layernorms", h, 2 * layers, bias=False)
+    weights += norm("norm", h, bias=False)
+    stack = dict(
+        norm="rmsnorm",
+        gated=True,
+        attn_dropout=d.attn_dropout,
+        softmax_fp32=True,
+        lora_targets=((h, q), (h, kv)),
+    )
+    return DecoderParts(weights, stack, Embedding(d.vocab, h))
+
+
+DECODER_BUILDERS = {
+    "gpt2": lambda cfg, d, family: _gpt2_parts(cfg, d),
+    "opt": lambda cfg, d, family: _opt_parts(cfg, d),
+    "gpt_neox": lambda cfg, d, family: _neox_parts(cfg, d),
+    "llama": _llama_parts,
+    "mistral": _llama_parts,
+    "qwen2": _llama_parts,
+}
+
+
+def _decoder_head(
+    cfg: dict[str, Any], kind: str, d: Dims, emb: Embedding
+) -> tuple[list[WeightGroup], Head]:
+    if kind == "causal-lm":
+        weights = [] if d.tied else [WeightGroup("lm_head", (d.vocab, emb.width), matmul=True)]
+        return weights, Head("causal-lm", vocab=d.vocab)
+    if kind == "sequence-classification":
+        labels = num_labels(cfg)
+        return [WeightGroup("score", (labels, d.hidden), matmul=True)], Head(
+            kind, labels=labels, pooled=True
+        )
+    return [], Head("none")
 
 
 def _decoder(cfg: dict[str, Any], family: str, name: str) -> Architecture:
@@ -483,173 +749,36 @@ def _decoder(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     if kind not in ("causal-lm", "sequence-classification", "none"):
         notes.append(f"{family}: {kind} head not modelled, sizing the causal-lm head")
         kind = "causal-lm"
-    weights: list[WeightGroup] = []
-    tied = bool(cfg.get("tie_word_embeddings", family in ("gpt2", "opt")))
-    if family == "gpt2":
-        h = _int(cfg, "n_embd", "hidden_size")
-        layers = _int(cfg, "n_layer", "num_hidden_layers")
-        heads = _int(cfg, "n_head", "num_attention_heads")
-        inter = _int(cfg, "n_inner", default=4 * h) if cfg.get("n_inner") else 4 * h
-        positions = _int(cfg, "n_positions", "max_position_embeddings", default=1024)
-        vocab = _int(cfg, "vocab_size")
-        kv, head_dim = heads, h // max(heads, 1)
-        act = _activation(cfg, "activation_function", default="gelu_new")
-        weights.append(WeightGroup("wte", (vocab, h)))
-        weights.append(WeightGroup("wpe", (positions, h)))
-        weights += norm("ln_1", h, layers)
-        weights += linear("c_attn", h, 3 * h, layers)
-        weights += linear("attn.c_proj", h, h, layers)
-        weights += norm("ln_2", h, layers)
-        weights += linear("c_fc", h, inter, layers)
-        weights += linear("mlp.c_proj", inter, h, layers)
-        weights += norm("ln_f", h)
-        stack_kw: dict[str, Any] = dict(
-            norm="layernorm",
-            gated=False,
-            fused_qkv=True,
-            attn_dropout=_float(cfg, "attn_pdrop", default=0.1),
-            hidden_dropout=_float(cfg, "resid_pdrop", default=0.1),
-            lora_targets=((h, 3 * h),),  # PEFT's default for GPT-2: the fused c_attn
-        )
-        emb = Embedding(vocab, h, int_inputs=1, dropout=_float(cfg, "embd_pdrop", default=0.1))
-        absolute = True
-    elif family == "opt":
-        h = _int(cfg, "hidden_size")
-        layers = _int(cfg, "num_hidden_layers")
-        heads = _int(cfg, "num_attention_heads")
-        inter = _int(cfg, "ffn_dim")
-        positions = _int(cfg, "max_position_embeddings", default=2048)
-        vocab = _int(cfg, "vocab_size")
-        kv, head_dim = heads, h // max(heads, 1)
-        act = _activation(cfg, "activation_function", default="relu")
-        proj = _int(cfg, "word_embed_proj_dim", default=h)
-        weights.append(WeightGroup("embed_tokens", (vocab, proj)))
-        weights.append(WeightGroup("embed_positions", (positions + 2, h)))  # offset of 2
-        if proj != h:
-            weights += linear("project_in", proj, h, bias=False)
-            weights += linear("project_out", h, proj, bias=False)
-        weights += norm("self_attn_layer_norm", h, layers)
-        weights += linear("qkvo", h, h, 4 * layers, bias=cfg.get("enable_bias", True))
-        weights += norm("final_layer_norm", h, layers)
-        weights += linear("fc1", h, inter, layers, bias=cfg.get("enable_bias", True))
-        weights += linear("fc2", inter, h, layers, bias=cfg.get("enable_bias", True))
-        if cfg.get("do_layer_norm_before", True) and not cfg.get("_remove_final_layer_norm"):
-            weights += norm("decoder.final_layer_norm", h)
-        stack_kw = dict(
-            norm="layernorm",
-            gated=False,
-            attn_dropout=_float(cfg, "attention_dropout"),
-            hidden_dropout=_float(cfg, "dropout", default=0.1),
-            act_dropout=_float(cfg, "activation_dropout"),
-            lora_targets=((h, h), (h, h)),
-        )
-        if not cfg.get("do_layer_norm_before", True):
-            raise ConfigError("opt with do_layer_norm_before=false (opt-350m) is not supported")
-        emb = Embedding(vocab, proj, int_inputs=2, projected=proj != h)
-        absolute = True
-    elif family == "gpt_neox":
-        h = _int(cfg, "hidden_size")
-        layers = _int(cfg, "num_hidden_layers")
-        heads = _int(cfg, "num_attention_heads")
-        inter = _int(cfg, "intermediate_size")
-        positions = _int(cfg, "max_position_embeddings", default=2048)
-        vocab = _int(cfg, "vocab_size")
-        kv, head_dim = heads, h // max(heads, 1)
-        act = _activation(cfg, "hidden_act", default="gelu")
-        bias = cfg.get("attention_bias", True)
-        weights.append(WeightGroup("embed_in", (vocab, h)))
-        weights += norm("input_layernorm", h, layers)
-        weights += norm("post_attention_layernorm", h, layers)
-        weights += linear("query_key_value", h, 3 * h, layers, bias=bias)
-        weights += linear("attention.dense", h, h, layers, bias=bias)
-        weights += linear("dense_h_to_4h", h, inter, layers)
-        weights += linear("dense_4h_to_h", inter, h, layers)
-        weights += norm("final_layer_norm", h)
-        stack_kw = dict(
-            norm="layernorm",
-            gated=False,
-            fused_qkv=True,
-            parallel_residual=bool(cfg.get("use_parallel_residual", True)),
-            attn_dropout=_float(cfg, "attention_dropout"),
-            hidden_dropout=_float(cfg, "hidden_dropout"),
-            lora_targets=((h, 3 * h),),  # PEFT's default: the fused query_key_value
-        )
-        emb = Embedding(vocab, h, int_inputs=1)
-        absolute = False
-    else:  # llama, mistral, qwen2
-        h = _int(cfg, "hidden_size")
-        layers = _int(cfg, "num_hidden_layers")
-        heads = _int(cfg, "num_attention_heads")
-        kv = _int(cfg, "num_key_value_heads", default=heads)
-        inter = _int(cfg, "intermediate_size")
-        positions = _int(cfg, "max_position_embeddings", default=2048)
-        vocab = _int(cfg, "vocab_size")
-        head_dim = _int(cfg, "head_dim", default=h // max(heads, 1))
-        act = _activation(cfg, "hidden_act", default="silu")
-        qkv_bias = family == "qwen2" or bool(cfg.get("attention_bias", False))
-        mlp_bias = bool(cfg.get("mlp_bias", False))
-        if kv <= 0 or heads % kv:
-            raise ConfigError(f"{heads} attention heads are not a multiple of {kv} kv heads")
-        weights.append(WeightGroup("embed_tokens", (vocab, h)))
-        weights += linear("q_proj", h, heads * head_dim, layers, bias=qkv_bias)
-        weights += linear("k_proj", h, kv * head_dim, layers, bias=qkv_bias)
-        weights += linear("v_proj", h, kv * head_dim, layers, bias=qkv_bias)
-        weights += linear(
-            "o_proj", heads * head_dim, h, layers, bias=bool(cfg.get("attention_bias"))
-        )
-        weights += linear("gate_up_proj", h, inter, 2 * layers, bias=mlp_bias)
-        weights += linear("down_proj", inter, h, layers, bias=mlp_bias)
-        weights += norm("layernorms", h, 2 * layers, bias=False)
-        weights += norm("norm", h, bias=False)
-        stack_kw = dict(
-            norm="rmsnorm",
-            gated=True,
-            attn_dropout=_float(cfg, "attention_dropout"),
-            softmax_fp32=True,
-            lora_targets=((h, heads * head_dim), (h, kv * head_dim)),
-        )
-        emb = Embedding(vocab, h, int_inputs=1)
-        absolute = False
-    for label, value in (("hidden size", h), ("layers", layers), ("heads", heads)):
-        _positive(label, value)
-    _positive("vocab_size", vocab)
-    if family != "llama" and family not in ("mistral", "qwen2") and h % heads:
-        raise ConfigError(f"hidden size {h} is not divisible by {heads} heads")
-
-    labels = num_labels(cfg)
-    if kind == "causal-lm":
-        if not tied:
-            weights.append(WeightGroup("lm_head", (vocab, emb.width), matmul=True))
-        head = Head("causal-lm", vocab=vocab)
-    elif kind == "sequence-classification":
-        weights.append(WeightGroup("score", (labels, h), matmul=True))
-        head = Head(kind, labels=labels, pooled=True)
-    else:
-        head = Head("none")
+    d = read_dims(cfg, DECODER_KEYS[family])
+    parts = DECODER_BUILDERS[family](cfg, d, family)
+    # LLaMA-style configs may set head_dim apart from hidden / heads.
+    _check_sizes(d, divisible=family not in ("llama", "mistral", "qwen2"))
+    _positive("vocab_size", d.vocab)
+    head_weights, head = _decoder_head(cfg, kind, d, parts.embedding)
     stack = Stack(
         role="decoder",
-        layers=layers,
-        hidden=h,
-        heads=heads,
-        kv_heads=kv,
-        head_dim=head_dim,
-        intermediate=inter,
-        activation=act,
+        layers=d.layers,
+        hidden=d.hidden,
+        heads=d.heads,
+        kv_heads=d.kv_heads,
+        head_dim=d.head_dim,
+        intermediate=d.intermediate,
+        activation=d.activation,
         prenorm=True,
         causal=True,
         final_norm=True,
-        **stack_kw,
+        **parts.stack,
     )
     return Architecture(
         name=name,
         family=family,
         kind="decoder",
-        weights=tuple(weights),
+        weights=tuple(parts.weights + head_weights),
         stacks=(stack,),
-        embedding=emb,
+        embedding=parts.embedding,
         head=head,
-        max_positions=positions,
-        absolute_positions=absolute,
+        max_positions=d.positions,
+        absolute_positions=parts.absolute,
         sdpa=family in SDPA_FAMILIES,
         notes=tuple(notes),
     )
