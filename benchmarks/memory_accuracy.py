@@ -55,11 +55,29 @@ class Case:
     lora_rank: int | None = None  # freeze the model, add adapters on q and v
 
 
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers")
+LAYER_KEYS = (
+    "num_hidden_layers",
+    "n_layer",
+    "n_layers",
+    "num_layers",
+    "num_decoder_layers",
+    "encoder_layers",
+    "decoder_layers",
+)
 
 
-def layers(n: int) -> dict[str, Any]:
-    return {"__layers__": n}
+def layers(n: int, vocab: int | None = None) -> dict[str, Any]:
+    return {"__layers__": n, **({"vocab_size": vocab} if vocab else {})}
+
+
+def full_config(name: str) -> dict[str, Any]:
+    """A fixture's config.json, or the config of a catalog model of that name."""
+    path = FIXTURES / f"{name}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    from orchestrator.catalog.loader import find_model
+
+    return dict(find_model(name).config)
 
 
 CASES = [
@@ -88,6 +106,33 @@ CASES = [
     Case("t5-small (6+6)", "t5-small", seq=128, target_seq=64),
     Case("vit-base/16 (2 of 12)", "vit-base-patch16-224", image_size=224, overrides=layers(2)),
     Case("resnet-50", "resnet-50", batch=2, image_size=224),
+    # Families added for issue 10 (configs from the catalog, orchestrator/catalog/data/models.toml;
+    # depth cut, and vocabularies over 64k cut to 32000, to fit a 24 GiB / 2-core machine).
+    Case("gemma-2-9b (1 of 42, vocab 32000)", "gemma-2-9b", batch=1, overrides=layers(1, 32000)),
+    Case("gemma-3-1b (2 of 26, vocab 32000)", "gemma-3-1b", overrides=layers(2, 32000)),
+    Case("phi-3-mini (1 of 32)", "phi-3-mini-4k", batch=1, overrides=layers(1)),
+    Case("qwen3-8b (1 of 36, vocab 32000)", "qwen3-8b", batch=1, overrides=layers(1, 32000)),
+    Case("olmo-2-7b (1 of 32, vocab 32000)", "olmo-2-7b", batch=1, overrides=layers(1, 32000)),
+    Case("falcon-7b MQA (1 of 32)", "falcon-7b", batch=1, overrides=layers(1)),
+    Case("bloom-560m ALiBi (2 of 24, vocab 32000)", "bloom-560m", overrides=layers(2, 32000)),
+    Case(
+        "mixtral-8x7b (1 of 32, MLP 3584)",
+        "mixtral-8x7b",
+        batch=1,
+        overrides={**layers(1), "intermediate_size": 3584},
+    ),
+    Case(
+        "qwen1.5-moe-a2.7b (2 of 24, vocab 32000)",
+        "qwen1.5-moe-a2.7b",
+        batch=1,
+        overrides=layers(2, 32000),
+    ),
+    Case(
+        "qwen3-30b-a3b (1 of 48, 32 of 128 experts, vocab 32000)",
+        "qwen3-30b-a3b",
+        batch=1,
+        overrides={**layers(1, 32000), "num_experts": 32},
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -98,7 +143,7 @@ LORA_TARGETS = ("query", "value", "c_attn", "q_proj", "v_proj")
 
 
 def load_config(case: Case) -> dict[str, Any]:
-    config = json.loads((FIXTURES / f"{case.fixture}.json").read_text())
+    config = full_config(case.fixture)
     for key, value in case.overrides.items():
         if key == "__layers__":
             for layer_key in LAYER_KEYS:
@@ -106,6 +151,10 @@ def load_config(case: Case) -> dict[str, Any]:
                     config[layer_key] = value
         else:
             config[key] = value
+    for token in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        # A cut vocabulary must still hold the special tokens' ids (padding_idx is checked).
+        if isinstance(config.get(token), int) and config[token] >= config.get("vocab_size", 1e9):
+            config[token] = 0
     return config
 
 
@@ -180,7 +229,7 @@ def measure(case: Case) -> dict[str, Any]:
     import torch
 
     config = load_config(case)
-    full = json.loads((FIXTURES / f"{case.fixture}.json").read_text())
+    full = full_config(case.fixture)
     full_model = build(full, "meta")
     full_params = sum(p.numel() for p in full_model.parameters())
     del full_model
@@ -234,7 +283,7 @@ def measure(case: Case) -> dict[str, Any]:
 
 def estimate(case: Case) -> dict[str, Any]:
     config = load_config(case)
-    full = json.loads((FIXTURES / f"{case.fixture}.json").read_text())
+    full = full_config(case.fixture)
     arch = from_hf_config(config, case.fixture)
     job = JobSpec(
         hf_config=str(FIXTURES / f"{case.fixture}.json"),

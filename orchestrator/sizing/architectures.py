@@ -16,23 +16,23 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-FAMILIES = (
-    "bert",
-    "roberta",
-    "electra",
-    "distilbert",
-    "albert",
-    "deberta-v2",
-    "gpt2",
-    "gpt_neox",
-    "opt",
-    "llama",
-    "mistral",
-    "qwen2",
-    "t5",
-    "vit",
-    "resnet",
+ENCODER_FAMILIES = ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2")
+# Decoder-only LMs: the original six and those added for the families people fine-tune now.
+LLM_FAMILIES = (
+    "qwen3",
+    "olmo2",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "phi3",
+    "falcon",
+    "bloom",
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
 )
+DECODER_FAMILIES = ("gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", *LLM_FAMILIES)
+FAMILIES = (*ENCODER_FAMILIES, *DECODER_FAMILIES, "t5", "vit", "resnet")
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
 HEADS = (
@@ -71,6 +71,7 @@ DEFAULT_HEAD = {
     "llama": "causal-lm",
     "mistral": "causal-lm",
     "qwen2": "causal-lm",
+    **{f: "causal-lm" for f in LLM_FAMILIES},
     "t5": "seq2seq-lm",
     "vit": "image-classification",
     "resnet": "image-classification",
@@ -88,6 +89,7 @@ SDPA_FAMILIES = {
     "llama",
     "mistral",
     "qwen2",
+    *LLM_FAMILIES,
     "vit",
 }
 # Families whose positions are learned absolute embeddings: a longer sequence cannot run.
@@ -113,6 +115,19 @@ class WeightGroup:
     @property
     def numel(self) -> int:
         return math.prod(self.shape) * self.count
+
+
+@dataclass(frozen=True)
+class MoE:
+    """A sparse MLP: `experts` gated MLPs of width `intermediate`, `top_k` per token, plus an
+    optional always-on shared expert (Qwen2-MoE: gated by a sigmoid of a linear)."""
+
+    experts: int
+    top_k: int
+    intermediate: int
+    layers: int  # how many of the stack's layers are MoE layers
+    shared_intermediate: int = 0
+    shared_gate: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,11 @@ class Stack:
     softmax_fp32: bool = False  # LLaMA family: softmax in fp32 then cast back
     final_norm: bool = False  # a norm after the last layer (pre-LN stacks)
     lora_targets: tuple[tuple[int, int], ...] = ()  # (in, out) of adapted linears per layer
+    qk_norm: str = "none"  # "head": RMSNorm of q and k per head (Qwen3, Gemma 3); "full": OLMo-2
+    post_norms: bool = False  # Gemma 2/3: a norm on the attention and on the MLP output too
+    single_norm: bool = False  # Falcon-7B: one norm feeds both the attention and the MLP
+    attn_softcap: bool = False  # Gemma 2: tanh soft-capping of the attention scores
+    moe: MoE | None = None  # sparse MLP in `moe.layers` of the layers (the rest are dense)
 
     @property
     def q_width(self) -> int:
@@ -152,6 +172,18 @@ class Stack:
     @property
     def kv_width(self) -> int:
         return self.kv_heads * self.head_dim
+
+    @property
+    def mlp_weights(self) -> float:
+        """Matmul weights of the MLP one token goes through, averaged over the layers (for an
+        MoE layer: the router, its top-k experts and the shared expert)."""
+        dense = (3 if self.gated else 2) * self.hidden * self.intermediate
+        if self.moe is None:
+            return dense
+        m = self.moe
+        sparse = self.hidden * (m.experts + 3 * m.top_k * m.intermediate)
+        sparse += 3 * self.hidden * m.shared_intermediate + (self.hidden if m.shared_gate else 0)
+        return (m.layers * sparse + (self.layers - m.layers) * dense) / max(self.layers, 1)
 
 
 @dataclass(frozen=True)
@@ -174,6 +206,7 @@ class Head:
     transform_act: str = "gelu"
     labels: int = 0  # classification heads
     pooled: bool = False  # reads one (CLS) position
+    softcap: bool = False  # Gemma 2: tanh soft-capping of the logits
 
 
 @dataclass(frozen=True)
@@ -568,7 +601,6 @@ def _bert_family(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     )
 
 
-
 # ------------------------------------------------------------------------ decoders
 
 DECODER_KEYS = {
@@ -693,40 +725,217 @@ def _neox_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
     return DecoderParts(weights, stack, Embedding(d.vocab, h))
 
 
+@dataclass(frozen=True)
+class LlamaTraits:
+    """How a LLaMA-style family departs from LLaMA (all read from the HF modeling code)."""
+
+    qkv_bias: bool = False  # q/k/v biases whatever `attention_bias` says (Qwen2)
+    qk_norm: str = "none"  # see Stack.qk_norm
+    post_norms: bool = False  # Gemma 2/3: four norms per layer
+    moe: str = "none"  # "mixtral" (num_local_experts) | "qwen" (num_experts, shared expert)
+    fused: bool = False  # Phi-3: one qkv_proj and one gate_up_proj (same weights, fused)
+
+
+LLAMA_TRAITS = {
+    "llama": LlamaTraits(),
+    "mistral": LlamaTraits(),
+    "qwen2": LlamaTraits(qkv_bias=True),
+    "qwen3": LlamaTraits(qk_norm="head"),
+    "olmo2": LlamaTraits(qk_norm="full"),
+    "gemma": LlamaTraits(),
+    "gemma2": LlamaTraits(post_norms=True),
+    "gemma3_text": LlamaTraits(qk_norm="head", post_norms=True),
+    "phi3": LlamaTraits(fused=True),
+    "mixtral": LlamaTraits(moe="mixtral"),
+    "qwen2_moe": LlamaTraits(qkv_bias=True, moe="qwen"),
+    "qwen3_moe": LlamaTraits(qk_norm="head", moe="qwen"),
+}
+_LLAMA = FamilyKeys(
+    kv_heads=("num_key_value_heads",),
+    activation_default="silu",
+    hidden_dropout=(),
+    attn_dropout=("attention_dropout",),
+)
+_GEMMA = replace(
+    _LLAMA,
+    activation=("hidden_activation", "hidden_act"),
+    activation_default="gelu_pytorch_tanh",
+    positions_default=8192,
+    tied_default=True,
+)
+for _family in LLAMA_TRAITS:
+    DECODER_KEYS[_family] = _GEMMA if _family.startswith("gemma") else _LLAMA
+
+
+def _moe_weights(cfg: dict[str, Any], d: Dims, kind: str) -> tuple[list[WeightGroup], MoE]:
+    """Expert weights as transformers stores them (one 3-D gate_up and down tensor per layer),
+    the router, the shared expert; and the layers that stay dense."""
+    h = d.hidden
+    if kind == "mixtral":
+        experts = _int(cfg, "num_local_experts", default=8)
+        width, shared, sparse_layers = d.intermediate, 0, d.layers
+    else:
+        experts = _int(cfg, "num_experts", default=60)
+        width = _int(cfg, "moe_intermediate_size")
+        shared = _int(cfg, "shared_expert_intermediate_size", default=0)
+        step = _int(cfg, "decoder_sparse_step", default=1) or 1
+        dense_only = set(cfg.get("mlp_only_layers") or [])
+        sparse_layers = sum(
+            1 for i in range(d.layers) if i not in dense_only and experts and (i + 1) % step == 0
+        )
+    top_k = _positive("num_experts_per_tok", _int(cfg, "num_experts_per_tok", default=2))
+    if experts < top_k:
+        raise ConfigError(f"{top_k} experts per token but only {experts} experts")
+    n = sparse_layers
+    weights = [WeightGroup("experts.gate_up_proj", (experts, 2 * width, h), n, matmul=True)]
+    weights.append(WeightGroup("experts.down_proj", (experts, h, width), n, matmul=True))
+    weights.append(WeightGroup("router", (experts, h), n, matmul=True))
+    if shared:
+        weights += linear("shared_expert.gate_up_proj", h, shared, 2 * n, bias=False)
+        weights += linear("shared_expert.down_proj", shared, h, n, bias=False)
+        weights += linear("shared_expert_gate", h, 1, n, bias=False)
+    dense = d.layers - n
+    if dense:
+        weights += linear("mlp.gate_up_proj", h, d.intermediate, 2 * dense, bias=False)
+        weights += linear("mlp.down_proj", d.intermediate, h, dense, bias=False)
+    return weights, MoE(experts, top_k, width, n, shared, shared_gate=bool(shared))
+
+
 def _llama_parts(cfg: dict[str, Any], d: Dims, family: str) -> DecoderParts:
-    """LLaMA and its relatives: RMSNorm, rotary positions, GQA, a SwiGLU MLP."""
+    """LLaMA and its relatives: RMSNorm, rotary positions, GQA, a SwiGLU/GeGLU MLP; with the
+    departures of LLAMA_TRAITS (q/k norms, sandwich norms, mixture-of-experts MLPs)."""
+    traits = LLAMA_TRAITS[family]
     h, layers, inter = d.hidden, d.layers, d.intermediate
     q, kv = d.heads * d.head_dim, d.kv_heads * d.head_dim
     if d.kv_heads <= 0 or d.heads % d.kv_heads:
         raise ConfigError(f"{d.heads} attention heads are not a multiple of {d.kv_heads} kv heads")
-    qkv_bias = family == "qwen2" or bool(cfg.get("attention_bias", False))
+    qkv_bias = traits.qkv_bias or bool(cfg.get("attention_bias", False))
     mlp_bias = bool(cfg.get("mlp_bias", False))
     weights = [WeightGroup("embed_tokens", (d.vocab, h))]
     weights += linear("q_proj", h, q, layers, bias=qkv_bias)
     weights += linear("k_proj", h, kv, layers, bias=qkv_bias)
     weights += linear("v_proj", h, kv, layers, bias=qkv_bias)
     weights += linear("o_proj", q, h, layers, bias=bool(cfg.get("attention_bias")))
-    weights += linear("gate_up_proj", h, inter, 2 * layers, bias=mlp_bias)
-    weights += linear("down_proj", inter, h, layers, bias=mlp_bias)
-    weights += norm("layernorms", h, 2 * layers, bias=False)
+    moe = None
+    if traits.moe != "none":
+        moe_weights, moe = _moe_weights(cfg, d, traits.moe)
+        weights += moe_weights
+    else:
+        weights += linear("gate_up_proj", h, inter, 2 * layers, bias=mlp_bias)
+        weights += linear("down_proj", inter, h, layers, bias=mlp_bias)
+    weights += norm("layernorms", h, (4 if traits.post_norms else 2) * layers, bias=False)
+    if traits.qk_norm == "head":
+        weights += norm("q_norm", d.head_dim, layers, bias=False)
+        weights += norm("k_norm", d.head_dim, layers, bias=False)
+    elif traits.qk_norm == "full":
+        weights += norm("q_norm", q, layers, bias=False)
+        weights += norm("k_norm", kv, layers, bias=False)
     weights += norm("norm", h, bias=False)
     stack = dict(
         norm="rmsnorm",
         gated=True,
+        fused_qkv=traits.fused,
         attn_dropout=d.attn_dropout,
         softmax_fp32=True,
-        lora_targets=((h, q), (h, kv)),
+        lora_targets=((h, q), (h, kv)) if not traits.fused else ((h, q + 2 * kv),),
+        qk_norm=traits.qk_norm,
+        post_norms=traits.post_norms,
+        attn_softcap=bool(cfg.get("attn_logit_softcapping")) and family == "gemma2",
+        moe=moe,
     )
     return DecoderParts(weights, stack, Embedding(d.vocab, h))
+
+
+_FALCON = FamilyKeys(
+    layers=("num_hidden_layers", "n_layer"),
+    heads=("num_attention_heads", "n_head"),
+    intermediate=("ffn_hidden_size",),
+    intermediate_factor=4,
+    activation=("activation",),
+    hidden_dropout=("hidden_dropout",),
+    attn_dropout=("attention_dropout",),
+    tied_default=True,
+)
+_BLOOM = FamilyKeys(
+    hidden=("hidden_size", "n_embed"),
+    layers=("n_layer", "num_hidden_layers"),
+    heads=("n_head", "num_attention_heads"),
+    intermediate=(),
+    intermediate_factor=4,
+    hidden_dropout=("hidden_dropout",),
+    attn_dropout=("attention_dropout",),
+    tied_default=True,
+)
+DECODER_KEYS.update(falcon=_FALCON, bloom=_BLOOM)
+
+
+def _falcon_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
+    """Falcon: fused qkv with multi-query (7B) or grouped (new_decoder_architecture, 40B/180B)
+    keys and values, parallel attention and MLP, GELU MLP, tied embeddings."""
+    h, layers, inter = d.hidden, d.layers, d.intermediate
+    new_arch = bool(cfg.get("new_decoder_architecture", False))
+    if new_arch:
+        kv_heads = _int(cfg, "num_kv_heads", default=d.heads)
+    else:
+        kv_heads = 1 if cfg.get("multi_query", True) else d.heads
+    parallel = new_arch or bool(cfg.get("parallel_attn", True))
+    norms = _int(cfg, "num_ln_in_parallel_attn", default=2) if new_arch else 1 if parallel else 2
+    bias = bool(cfg.get("bias", False))
+    head_dim = h // d.heads
+    weights = [WeightGroup("word_embeddings", (d.vocab, h))]
+    weights += linear("query_key_value", h, (d.heads + 2 * kv_heads) * head_dim, layers, bias)
+    weights += linear("dense", h, h, layers, bias=bias)
+    weights += linear("dense_h_to_4h", h, inter, layers, bias=bias)
+    weights += linear("dense_4h_to_h", inter, h, layers, bias=bias)
+    weights += norm("layernorms", h, norms * layers)
+    weights += norm("ln_f", h)
+    stack = dict(
+        norm="layernorm",
+        gated=False,
+        fused_qkv=True,
+        kv_heads=kv_heads,
+        parallel_residual=parallel,
+        single_norm=norms == 1 and parallel,
+        attn_dropout=d.attn_dropout,
+        hidden_dropout=d.hidden_dropout,
+        softmax_fp32=True,
+        lora_targets=((h, (d.heads + 2 * kv_heads) * head_dim),),
+    )
+    if cfg.get("alibi"):
+        raise ConfigError("falcon with alibi=true is not supported")
+    return DecoderParts(weights, stack, Embedding(d.vocab, h))
+
+
+def _bloom_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
+    """BLOOM: ALiBi (no position embeddings), a LayerNorm on the embeddings, fused qkv."""
+    h, layers, inter = d.hidden, d.layers, d.intermediate
+    weights = [WeightGroup("word_embeddings", (d.vocab, h))]
+    weights += norm("word_embeddings_layernorm", h)
+    weights += linear("query_key_value", h, 3 * h, layers)
+    weights += linear("dense", h, h, layers)
+    weights += linear("dense_h_to_4h", h, inter, layers)
+    weights += linear("dense_4h_to_h", inter, h, layers)
+    weights += norm("layernorms", h, 2 * layers)
+    weights += norm("ln_f", h)
+    stack = dict(
+        norm="layernorm",
+        gated=False,
+        fused_qkv=True,
+        attn_dropout=d.attn_dropout,
+        hidden_dropout=d.hidden_dropout,
+        softmax_fp32=True,
+        lora_targets=((h, 3 * h),),
+    )
+    return DecoderParts(weights, stack, Embedding(d.vocab, h, norm=True))
 
 
 DECODER_BUILDERS = {
     "gpt2": lambda cfg, d, family: _gpt2_parts(cfg, d),
     "opt": lambda cfg, d, family: _opt_parts(cfg, d),
     "gpt_neox": lambda cfg, d, family: _neox_parts(cfg, d),
-    "llama": _llama_parts,
-    "mistral": _llama_parts,
-    "qwen2": _llama_parts,
+    "falcon": lambda cfg, d, family: _falcon_parts(cfg, d),
+    "bloom": lambda cfg, d, family: _bloom_parts(cfg, d),
+    **{family: _llama_parts for family in LLAMA_TRAITS},
 }
 
 
@@ -752,22 +961,23 @@ def _decoder(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     d = read_dims(cfg, DECODER_KEYS[family])
     parts = DECODER_BUILDERS[family](cfg, d, family)
     # LLaMA-style configs may set head_dim apart from hidden / heads.
-    _check_sizes(d, divisible=family not in ("llama", "mistral", "qwen2"))
+    _check_sizes(d, divisible=family not in LLAMA_TRAITS)
     _positive("vocab_size", d.vocab)
     head_weights, head = _decoder_head(cfg, kind, d, parts.embedding)
+    if kind == "causal-lm" and family == "gemma2" and cfg.get("final_logit_softcapping"):
+        head = replace(head, softcap=True)
+    fields = {"kv_heads": d.kv_heads, "head_dim": d.head_dim, **parts.stack}
     stack = Stack(
         role="decoder",
         layers=d.layers,
         hidden=d.hidden,
         heads=d.heads,
-        kv_heads=d.kv_heads,
-        head_dim=d.head_dim,
         intermediate=d.intermediate,
         activation=d.activation,
         prenorm=True,
         causal=True,
         final_norm=True,
-        **parts.stack,
+        **fields,
     )
     return Architecture(
         name=name,
@@ -777,9 +987,10 @@ def _decoder(cfg: dict[str, Any], family: str, name: str) -> Architecture:
         stacks=(stack,),
         embedding=parts.embedding,
         head=head,
-        max_positions=d.positions,
+        max_positions=None if family == "bloom" else d.positions,  # ALiBi: no position table
         absolute_positions=parts.absolute,
-        sdpa=family in SDPA_FAMILIES,
+        # Gemma 2's soft-capped scores run through the eager path only.
+        sdpa=family in SDPA_FAMILIES and not stack.attn_softcap,
         notes=tuple(notes),
     )
 
@@ -1010,7 +1221,7 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
     name = name or str(config.get("_name_or_path") or family)
     if family in ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2"):
         return _bert_family(config, family, name)
-    if family in ("gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2"):
+    if family in DECODER_FAMILIES:
         return _decoder(config, family, name)
     if family == "t5":
         return _t5(config, name)

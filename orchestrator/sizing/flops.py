@@ -48,7 +48,7 @@ def resnet_forward_flops(net: ResNet, image: int) -> float:
 def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]:
     """(weight matmul FLOPs, attention score/context FLOPs) of one layer, forward."""
     h, q, kv = st.hidden, st.q_width, st.kv_width
-    mlp = (3 if st.gated else 2) * h * st.intermediate
+    mlp = st.mlp_weights  # MoE: the router and the top-k experts a token goes through
     weights = 2.0 * s * (h * q + 2 * h * kv + q * h + mlp)
     causal_factor = 0.5 if (st.causal and sdpa) else 1.0
     attention = 4.0 * s * s * q * causal_factor

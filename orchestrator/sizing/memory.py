@@ -109,13 +109,17 @@ def _attention_bytes(
         # fp32 log-sum-exp rows; dropout is regenerated from the RNG state, no mask stored.
         return (2 * tq * st.q_width + 2 * tk * st.kv_width) * dt.act + b * st.heads * sq * 4
     # Eager: q, k and v are copied into the batched-matmul layout (HF `repeat_kv` expands GQA
-    # keys and values to full width), then the score matrices.
-    total = (tq + 2 * tk) * st.q_width * dt.act
+    # keys and values to full width; with one kv head and a batch of one, its reshape stays a
+    # stride-0 view that matmul folds without a copy), then the score matrices.
+    kv_saved = st.kv_width if st.kv_heads == 1 and b == 1 else st.q_width
+    total = (tq * st.q_width + 2 * tk * kv_saved) * dt.act
     per_score = dt.softmax
     if st.attn_dropout > 0:
         per_score += dt.mask + dt.softmax  # mask and the dropped-out probabilities
     if dt.amp or (st.softmax_fp32 and dt.act < 4):
         per_score += dt.act  # half copy of the probabilities for the PV matmul
+    if st.attn_softcap:
+        per_score += dt.act  # Gemma 2: tanh(scores / cap) keeps its output
     total += b * st.heads * sq * skv * per_score
     if st.relative == "deberta":
         total += _deberta_bytes(st, b, sq, dt)
@@ -155,6 +159,43 @@ def _mlp_bytes(st: Stack, dt: Dtypes, frozen: bool) -> float:
     return inter * per
 
 
+def _qk_norm_bytes(st: Stack, dt: Dtypes, frozen: bool) -> float:
+    """Per token: RMSNorm of the queries and keys (Qwen3, Gemma 3: per head; OLMo-2: over the
+    whole width), each keeping an fp32 input, fp32 rsqrt rows and the normalised tensor."""
+    if st.qk_norm == "none":
+        return 0.0
+    rows = st.heads + st.kv_heads if st.qk_norm == "head" else 2
+    width = st.q_width + st.kv_width
+    upcast = width * (4 if dt.stream < 4 else dt.stream)
+    return upcast + 4 * rows + (0 if frozen else width * dt.stream)
+
+
+def _moe_bytes(st: Stack, dt: Dtypes) -> float:
+    """Per token, an MoE MLP as transformers runs it in eager mode: the router's input and fp32
+    softmax, the top-k indices; for each of the top-k experts the gathered input row, the
+    gate/up output, the activation, the product, the down output (scaled by the routing
+    weight) and the gather indices; the shared expert as a dense gated MLP plus its gate."""
+    m, h, a = st.moe, st.hidden, dt.act
+    if m is None:
+        return 0.0
+    readers = 1 + (3 if m.shared_intermediate else 0)  # router, shared gate/up + gate linear
+    total = h * dt.cast(readers) + m.experts * 4 + m.top_k * 8
+    total += m.top_k * ((2 * h + 4 * m.intermediate) * a + 8 + 8 + 4)
+    if m.shared_intermediate:
+        total += 4 * m.shared_intermediate * a + h * a + 4 + 4  # sigmoid gate and its product
+    return total
+
+
+def _mlp_block_bytes(st: Stack, t: int, dt: Dtypes, lora: bool, sparse: bool) -> float:
+    """The MLP sub-block's saved bytes after its norm: dense, or MoE for a sparse layer."""
+    if sparse and st.moe is not None:
+        return t * _moe_bytes(st, dt)
+    total = 0.0
+    if not lora and not (st.single_norm and not dt.amp):
+        total += t * st.hidden * dt.cast(2 if st.gated else 1)  # MLP input projection(s)' input
+    return total + t * _mlp_bytes(st, dt, lora)
+
+
 def layer_bytes(
     st: Stack,
     b: int,
@@ -163,8 +204,10 @@ def layer_bytes(
     dt: Dtypes,
     eager: bool,
     lora_rank: int = 0,
+    sparse: bool = False,
 ) -> float:
-    """Everything one layer saves for backward (`src`: encoder length for cross-attention).
+    """Everything one layer saves for backward (`src`: encoder length for cross-attention;
+    `sparse`: an MoE layer of an MoE stack).
 
     With LoRA (`lora_rank` > 0) the frozen linears keep no inputs (their weight gradients are
     not needed); non-linearities, norms and attention still save theirs for the gradient
@@ -179,9 +222,12 @@ def layer_bytes(
     if st.prenorm:
         total += t * _norm_bytes(st, dt, lora)
     total += t * h * dt.cast(qkv_readers)  # the q/k/v projections' input
+    total += t * _qk_norm_bytes(st, dt, lora)
     total += _attention_bytes(st, b, s, s, dt, eager)
     if not lora:
         total += t * st.q_width * dt.act  # output projection's input
+    if st.post_norms:  # Gemma 2/3: norms on the attention and the MLP outputs
+        total += 2 * t * _norm_bytes(st, dt, lora)
     if st.attn_out_dropout:
         total += t * h * mask
     if not st.prenorm:
@@ -193,11 +239,9 @@ def layer_bytes(
         if not lora:
             total += t * st.q_width * dt.act
         total += t * h * mask
-    if st.prenorm:
+    if st.prenorm and not st.single_norm:
         total += t * _norm_bytes(st, dt, lora, shares_input=st.parallel_residual)
-    if not lora:
-        total += t * h * dt.cast(2 if st.gated else 1)  # MLP input projection(s)' input
-    total += t * _mlp_bytes(st, dt, lora)
+    total += _mlp_block_bytes(st, t, dt, lora, sparse)
     if st.mlp_out_dropout:
         total += t * h * mask
     if not st.prenorm:
@@ -223,7 +267,8 @@ def _head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, lora: bool) -> f
     keep_linear = not lora
     if head.kind in ("causal-lm", "seq2seq-lm"):
         # lm_head input; log-softmax output in fp32 (HF upcasts logits for the loss); labels.
-        return t * h * dt.cast(1) * keep_linear + t * head.vocab * 4 + t * 8
+        softcap = t * head.vocab * dt.act if head.softcap else 0  # Gemma 2: tanh output
+        return t * h * dt.cast(1) * keep_linear + t * head.vocab * 4 + t * 8 + softcap
     if head.kind == "masked-lm" or (head.kind == "pretraining" and head.vocab):
         e = head.transform
         act = (4 if head.transform_act == "gelu_new" else 1) * dt.act
@@ -348,11 +393,13 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
             total += st.rel_span * st.hidden * dt.stream  # shared relative embeddings
         src = lengths[0]
         one = layer_bytes(st, b, s, src, dt, eager, job.lora_rank or 0)
-        per_layer_max = max(per_layer_max, one)
+        sparse_layers = st.moe.layers if st.moe is not None else 0
+        sparse = layer_bytes(st, b, s, src, dt, eager, job.lora_rank or 0, True) if st.moe else 0
+        per_layer_max = max(per_layer_max, one if sparse_layers < st.layers else 0, sparse)
         if checkpoint:
             total += st.layers * t * st.hidden * dt.stream  # each layer's input only
         else:
-            total += st.layers * one
+            total += (st.layers - sparse_layers) * one + sparse_layers * sparse
         if frozen_inputs:
             total -= _first_layer_savings(st, b, s, dt)
         total += _stack_tail_bytes(st, t, dt, lora)

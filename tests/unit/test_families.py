@@ -1,0 +1,113 @@
+"""The families added for the models people fine-tune now (issue 10): parameter counts of the
+catalog's configs against the figures their model cards publish, and the structure that the
+memory and FLOPs estimates read (experts, soft-capping, q/k norms, multi-query attention)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from orchestrator.catalog.loader import find_model
+from orchestrator.sizing.architectures import ConfigError, from_hf_config
+from orchestrator.sizing.flops import training_flops_per_sample
+from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.memory import activation_bytes
+
+# Model-card (or Hub page) parameter counts, as published (rounded as published).
+PUBLISHED = {
+    "gemma-2-9b": ("gemma2", 9.24e9),  # Hub page: 9.24B params
+    "gemma-3-1b": ("gemma3_text", 1.0e9),  # model card: 1B
+    "phi-3-mini-4k": ("phi3", 3.8e9),  # model card: 3.8B parameters
+    "qwen3-8b": ("qwen3", 8.2e9),  # model card: Number of Parameters 8.2B
+    "olmo-2-7b": ("olmo2", 7.3e9),  # Hub page: 7.3B params
+    "falcon-7b": ("falcon", 6.92e9),  # Hub page: 6.92B params
+    "bloom-560m": ("bloom", 559e6),  # model card: 559M parameters
+    "mixtral-8x7b": ("mixtral", 46.7e9),  # Mistral AI: 46.7B total parameters
+    "qwen1.5-moe-a2.7b": ("qwen2_moe", 14.3e9),  # model card: 14.3B total
+    "qwen3-30b-a3b": ("qwen3_moe", 30.5e9),  # model card: 30.5B total, 3.3B activated
+}
+
+
+def config(name: str) -> dict:
+    return dict(find_model(name).config)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameter_count_matches_the_model_card_within_one_percent(name: str) -> None:
+    family, published = PUBLISHED[name]
+    arch = from_hf_config(config(name), name)
+    assert arch.family == family
+    assert abs(arch.parameters / published - 1) < 0.01, arch.parameters
+    assert find_model(name).parameters == pytest.approx(published, rel=0.005)
+
+
+def test_every_expert_is_a_parameter_but_a_token_activates_top_k() -> None:
+    mixtral = from_hf_config(config("mixtral-8x7b"))
+    fewer = from_hf_config(dict(config("mixtral-8x7b"), num_local_experts=4))
+    # Each of 32 layers loses 4 experts of 3 x 4096 x 14336 weights and 4 router rows.
+    assert mixtral.parameters - fewer.parameters == 32 * 4 * (3 * 4096 * 14336 + 4096)
+    job = JobSpec(batch=1, seq=512)
+    # Activations follow the top-2 routing: only the router's softmax width changes.
+    diff = activation_bytes(mixtral, job) - activation_bytes(fewer, job)
+    assert 0 < diff == 32 * 512 * 4 * 4
+    top4 = from_hf_config(dict(config("mixtral-8x7b"), num_experts_per_tok=4))
+    assert activation_bytes(top4, job) > 1.5 * activation_bytes(mixtral, job)
+    # FLOPs per token: about 6 x the active parameters (12.9B for Mixtral 8x7B).
+    active = training_flops_per_sample(mixtral, JobSpec(batch=1, seq=1)) / 6
+    assert active == pytest.approx(12.9e9, rel=0.03)
+
+
+def test_qwen_moe_shared_expert_and_dense_layers() -> None:
+    base = config("qwen1.5-moe-a2.7b")
+    arch = from_hf_config(base)
+    moe = arch.stacks[0].moe
+    assert moe is not None and (moe.experts, moe.top_k, moe.layers) == (60, 4, 24)
+    assert moe.shared_intermediate == 5632 and moe.shared_gate
+    # Every second layer dense (decoder_sparse_step 2): 12 MoE layers, 12 dense MLPs of 5632.
+    stepped = from_hf_config(dict(base, decoder_sparse_step=2))
+    assert stepped.stacks[0].moe.layers == 12
+    per_moe_layer = 60 * 3 * 2048 * 1408 + 60 * 2048 + 3 * 2048 * 5632 + 2048
+    assert arch.parameters - stepped.parameters == 12 * (per_moe_layer - 3 * 2048 * 5632)
+    with pytest.raises(ConfigError, match="experts per token"):
+        from_hf_config(dict(base, num_experts_per_tok=61))
+
+
+def test_gemma2_soft_capping_costs_activations_and_forces_eager() -> None:
+    arch = from_hf_config(config("gemma-2-9b"))
+    assert arch.stacks[0].attn_softcap and arch.head.softcap and not arch.sdpa
+    assert arch.stacks[0].post_norms and arch.stacks[0].head_dim == 256
+    uncapped = replace(
+        arch,
+        stacks=(replace(arch.stacks[0], attn_softcap=False),),
+        head=replace(arch.head, softcap=False),
+    )
+    job = JobSpec(batch=1, seq=256, precision="fp32", attention="eager")
+    extra = activation_bytes(arch, job) - activation_bytes(uncapped, job)
+    # One tanh output per score (16 heads x 256 x 256, 42 layers) and per logit (256000).
+    assert extra == 42 * 16 * 256 * 256 * 4 + 256 * 256000 * 4
+
+
+def test_qk_norms_add_their_weights() -> None:
+    qwen3 = from_hf_config(config("qwen3-8b"))
+    assert qwen3.stacks[0].qk_norm == "head"
+    as_llama = from_hf_config(dict(config("qwen3-8b"), model_type="llama"))
+    assert qwen3.parameters - as_llama.parameters == 36 * 2 * 128
+    olmo = from_hf_config(config("olmo-2-7b"))
+    as_llama = from_hf_config(dict(config("olmo-2-7b"), model_type="llama"))
+    assert olmo.parameters - as_llama.parameters == 32 * 2 * 4096  # over the whole width
+
+
+def test_falcon_multi_query_and_bloom_alibi() -> None:
+    falcon = from_hf_config(config("falcon-7b"))
+    st = falcon.stacks[0]
+    assert (st.heads, st.kv_heads, st.head_dim) == (71, 1, 64) and st.single_norm
+    grouped = from_hf_config(
+        dict(config("falcon-7b"), new_decoder_architecture=True, num_kv_heads=71)
+    )
+    assert grouped.stacks[0].kv_heads == 71 and not grouped.stacks[0].single_norm
+    bloom = from_hf_config(config("bloom-560m"))
+    assert bloom.max_positions is None and not bloom.absolute_positions  # ALiBi
+    assert bloom.embedding is not None and bloom.embedding.norm
+    with pytest.raises(ConfigError, match="alibi"):
+        from_hf_config(dict(config("falcon-7b"), alibi=True))
