@@ -133,6 +133,16 @@ CASES = [
         batch=1,
         overrides={**layers(1, 32000), "num_experts": 32},
     ),
+    Case(
+        "xlm-roberta-large (2 of 24, vocab 32000)", "xlm-roberta-large", overrides=layers(2, 32000)
+    ),
+    Case("bart-large (2+2 of 12+12)", "bart-large", target_seq=64, overrides=layers(2)),
+    Case(
+        "mbart-large-50 pre-LN (2+2, vocab 32000)",
+        "mbart-large-50",
+        target_seq=64,
+        overrides=layers(2, 32000),
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -217,8 +227,9 @@ def inputs_for(config: dict[str, Any], case: Case):
             "labels": torch.randint(0, 1000, (b,)),
         }
     ids = torch.randint(5, min(vocab, 30000), (b, s))
-    if kind == "t5":
-        return {"input_ids": ids, "labels": torch.randint(5, 30000, (b, case.target_seq or s))}
+    if kind in ("t5", "bart", "mbart"):
+        target = torch.randint(5, min(vocab, 30000), (b, case.target_seq or s))
+        return {"input_ids": ids, "labels": target}
     if config.get("architectures", [""])[0] == "ElectraForPreTraining":
         return {"input_ids": ids, "labels": torch.randint(0, 2, (b, s))}
     labels = torch.randint(5, min(vocab, 30000), (b, s))

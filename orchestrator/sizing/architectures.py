@@ -16,7 +16,15 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-ENCODER_FAMILIES = ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2")
+ENCODER_FAMILIES = (
+    "bert",
+    "roberta",
+    "xlm-roberta",
+    "electra",
+    "distilbert",
+    "albert",
+    "deberta-v2",
+)
 # Decoder-only LMs: the original six and those added for the families people fine-tune now.
 LLM_FAMILIES = (
     "qwen3",
@@ -32,7 +40,7 @@ LLM_FAMILIES = (
     "qwen3_moe",
 )
 DECODER_FAMILIES = ("gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", *LLM_FAMILIES)
-FAMILIES = (*ENCODER_FAMILIES, *DECODER_FAMILIES, "t5", "vit", "resnet")
+FAMILIES = (*ENCODER_FAMILIES, *DECODER_FAMILIES, "t5", "bart", "mbart", "vit", "resnet")
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
 HEADS = (
@@ -61,6 +69,7 @@ _HEAD_SUFFIXES = (
 DEFAULT_HEAD = {
     "bert": "masked-lm",
     "roberta": "masked-lm",
+    "xlm-roberta": "masked-lm",
     "distilbert": "masked-lm",
     "albert": "masked-lm",
     "deberta-v2": "masked-lm",
@@ -73,6 +82,8 @@ DEFAULT_HEAD = {
     "qwen2": "causal-lm",
     **{f: "causal-lm" for f in LLM_FAMILIES},
     "t5": "seq2seq-lm",
+    "bart": "seq2seq-lm",
+    "mbart": "seq2seq-lm",
     "vit": "image-classification",
     "resnet": "image-classification",
 }
@@ -80,6 +91,7 @@ DEFAULT_HEAD = {
 SDPA_FAMILIES = {
     "bert",
     "roberta",
+    "xlm-roberta",
     "electra",
     "distilbert",
     "albert",
@@ -93,7 +105,10 @@ SDPA_FAMILIES = {
     "vit",
 }
 # Families whose positions are learned absolute embeddings: a longer sequence cannot run.
-ABSOLUTE_POSITION_FAMILIES = {"bert", "roberta", "electra", "distilbert", "albert", "gpt2", "opt"}
+ABSOLUTE_POSITION_FAMILIES = {
+    *("bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "gpt2", "opt"),
+    *("bart", "mbart"),
+}
 # Activation functions as `transformers` implements them, by how many tensors of the MLP
 # width they save for backward: "gelu_new" is a Python tanh formula that saves four.
 ACTIVATIONS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish"}
@@ -426,6 +441,7 @@ _BERT = FamilyKeys(dropout_default=0.1, type_vocab=True, positions_default=512, 
 BERT_KEYS = {
     "bert": _BERT,
     "roberta": _BERT,
+    "xlm-roberta": _BERT,
     "electra": _BERT,
     "albert": _BERT,
     "deberta-v2": _BERT,
@@ -533,7 +549,7 @@ def _bert_head(
         n = 2 if kind == "question-answering" else labels
         return linear("classifier", h, n), Head(kind, labels=n)
     if kind == "none":
-        if family in ("bert", "roberta", "albert"):
+        if family in ("bert", "roberta", "xlm-roberta", "albert"):
             weights += linear("pooler", h, h)
         return weights, Head("none")
     raise ConfigError(f"{family} has no {kind} head")
@@ -594,7 +610,7 @@ def _bert_family(cfg: dict[str, Any], family: str, name: str) -> Architecture:
             projected=emb_width != h,
         ),
         head=head,
-        max_positions=d.positions - 2 if family == "roberta" else d.positions,
+        max_positions=d.positions - 2 if "roberta" in family else d.positions,
         absolute_positions=absolute,
         sdpa=family in SDPA_FAMILIES,
         notes=tuple(notes),
@@ -1082,6 +1098,103 @@ def _t5(cfg: dict[str, Any], name: str) -> Architecture:
     )
 
 
+# ---------------------------------------------------------------------- BART / mBART
+
+
+def _bart_stack_weights(prefix: str, d: int, ffn: int, layers: int, cross: bool):
+    """One BART/mBART stack's layers: self-attention (q, k, v, out, all with biases), its
+    LayerNorm, (decoder: cross-attention and its LayerNorm), fc1, fc2 and the final LayerNorm."""
+    weights = linear(f"{prefix}.self_attn", d, d, 4 * layers)
+    weights += norm(f"{prefix}.layer_norms", d, (3 if cross else 2) * layers)
+    if cross:
+        weights += linear(f"{prefix}.encoder_attn", d, d, 4 * layers)
+    weights += linear(f"{prefix}.fc1", d, ffn, layers)
+    weights += linear(f"{prefix}.fc2", ffn, d, layers)
+    return weights
+
+
+def _bart(cfg: dict[str, Any], family: str, name: str) -> Architecture:
+    """BART (post-LN) and mBART (pre-LN, a final LayerNorm per stack): learned positions with
+    an offset of 2, a LayerNorm on the embeddings, a tied LM head."""
+    kind, notes = head_kind(cfg, family)
+    if kind not in ("seq2seq-lm", "none"):
+        notes.append(f"{family}: {kind} head not modelled, sizing the seq2seq-lm head")
+        kind = "seq2seq-lm"
+    d = _positive("d_model", _int(cfg, "d_model"))
+    vocab = _positive("vocab_size", _int(cfg, "vocab_size"))
+    positions = _int(cfg, "max_position_embeddings", default=1024)
+    enc_layers = _positive("encoder_layers", _int(cfg, "encoder_layers", default=12))
+    dec_layers = _positive("decoder_layers", _int(cfg, "decoder_layers", default=12))
+    enc_heads = _positive("heads", _int(cfg, "encoder_attention_heads", default=16))
+    dec_heads = _positive("heads", _int(cfg, "decoder_attention_heads", default=16))
+    enc_ffn = _positive("encoder_ffn_dim", _int(cfg, "encoder_ffn_dim", default=4 * d))
+    dec_ffn = _positive("decoder_ffn_dim", _int(cfg, "decoder_ffn_dim", default=4 * d))
+    for heads in (enc_heads, dec_heads):
+        if d % heads:
+            raise ConfigError(f"d_model {d} is not divisible by {heads} heads")
+    prenorm = family == "mbart"
+    dropout = _float(cfg, "dropout", default=0.1)
+    weights: list[WeightGroup] = [WeightGroup("shared", (vocab, d))]
+    for prefix, layers, ffn, cross in (
+        ("encoder", enc_layers, enc_ffn, False),
+        ("decoder", dec_layers, dec_ffn, True),
+    ):
+        weights.append(WeightGroup(f"{prefix}.embed_positions", (positions + 2, d)))
+        weights += norm(f"{prefix}.layernorm_embedding", d)
+        weights += _bart_stack_weights(prefix, d, ffn, layers, cross)
+        if prenorm:
+            weights += norm(f"{prefix}.layer_norm", d)
+    if kind == "seq2seq-lm" and not cfg.get("tie_word_embeddings", True):
+        weights.append(WeightGroup("lm_head", (vocab, d), matmul=True))
+    common: dict[str, Any] = dict(
+        hidden=d,
+        gated=False,
+        activation=_activation(cfg, "activation_function", default="gelu"),
+        norm="layernorm",
+        prenorm=prenorm,
+        final_norm=prenorm,
+        attn_dropout=_float(cfg, "attention_dropout"),
+        hidden_dropout=dropout,
+        act_dropout=_float(cfg, "activation_dropout"),
+        lora_targets=((d, d), (d, d)),
+    )
+    encoder = Stack(
+        role="encoder",
+        layers=enc_layers,
+        heads=enc_heads,
+        kv_heads=enc_heads,
+        head_dim=d // enc_heads,
+        intermediate=enc_ffn,
+        causal=False,
+        **common,
+    )
+    decoder = Stack(
+        role="decoder",
+        layers=dec_layers,
+        heads=dec_heads,
+        kv_heads=dec_heads,
+        head_dim=d // dec_heads,
+        intermediate=dec_ffn,
+        causal=True,
+        cross_attention=True,
+        **{**common, "lora_targets": ((d, d),) * 4},
+    )
+    return Architecture(
+        name=name,
+        family=family,
+        kind="encoder-decoder",
+        weights=tuple(weights),
+        stacks=(encoder, decoder),
+        # Token ids and the (offset) position ids; LayerNorm and dropout on the sum.
+        embedding=Embedding(vocab, d, int_inputs=2, norm=True, dropout=dropout),
+        head=Head("seq2seq-lm" if kind == "seq2seq-lm" else "none", vocab=vocab),
+        max_positions=positions,
+        absolute_positions=True,
+        sdpa=True,
+        notes=tuple(notes),
+    )
+
+
 # ----------------------------------------------------------------------------- ViT
 
 
@@ -1219,8 +1332,10 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
         raise ConfigError("config has no model_type")
     family = {"deberta_v2": "deberta-v2", "gpt-neox": "gpt_neox"}.get(family, family)
     name = name or str(config.get("_name_or_path") or family)
-    if family in ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2"):
+    if family in ENCODER_FAMILIES:
         return _bert_family(config, family, name)
+    if family in ("bart", "mbart"):
+        return _bart(config, family, name)
     if family in DECODER_FAMILIES:
         return _decoder(config, family, name)
     if family == "t5":

@@ -26,6 +26,9 @@ PUBLISHED = {
     "mixtral-8x7b": ("mixtral", 46.7e9),  # Mistral AI: 46.7B total parameters
     "qwen1.5-moe-a2.7b": ("qwen2_moe", 14.3e9),  # model card: 14.3B total
     "qwen3-30b-a3b": ("qwen3_moe", 30.5e9),  # model card: 30.5B total, 3.3B activated
+    "bart-large": ("bart", 406e6),  # Hub page: 406M params
+    "mbart-large-50": ("mbart", 611e6),  # Hub page: 611M params
+    "xlm-roberta-large": ("xlm-roberta", 560e6),  # model card: 560M parameters
 }
 
 
@@ -111,3 +114,15 @@ def test_falcon_multi_query_and_bloom_alibi() -> None:
     assert bloom.embedding is not None and bloom.embedding.norm
     with pytest.raises(ConfigError, match="alibi"):
         from_hf_config(dict(config("falcon-7b"), alibi=True))
+
+
+def test_bart_is_post_ln_and_mbart_pre_ln_with_final_norms() -> None:
+    bart = from_hf_config(config("bart-large"))
+    mbart = from_hf_config(dict(config("bart-large"), model_type="mbart"))
+    assert bart.kind == mbart.kind == "encoder-decoder" and bart.head.kind == "seq2seq-lm"
+    assert not bart.stacks[0].prenorm and mbart.stacks[0].prenorm and mbart.stacks[1].final_norm
+    assert bart.stacks[1].cross_attention and not bart.stacks[0].cross_attention
+    # mBART adds one LayerNorm (weight and bias) at the end of each stack.
+    assert mbart.parameters - bart.parameters == 2 * 2 * 1024
+    # Positions are learned (1024 + an offset of 2 rows, per stack): longer inputs cannot run.
+    assert bart.absolute_positions and bart.max_positions == 1024
