@@ -136,6 +136,7 @@ CASES = [
     Case(
         "xlm-roberta-large (2 of 24, vocab 32000)", "xlm-roberta-large", overrides=layers(2, 32000)
     ),
+    Case("modernbert-base (3 of 22)", "modernbert-base", overrides=layers(3)),
     Case("bart-large (2+2 of 12+12)", "bart-large", target_seq=64, overrides=layers(2)),
     Case(
         "mbart-large-50 pre-LN (2+2, vocab 32000)",

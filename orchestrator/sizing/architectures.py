@@ -40,7 +40,12 @@ LLM_FAMILIES = (
     "qwen3_moe",
 )
 DECODER_FAMILIES = ("gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", *LLM_FAMILIES)
-FAMILIES = (*ENCODER_FAMILIES, *DECODER_FAMILIES, "t5", "bart", "mbart", "vit", "resnet")
+FAMILIES = (
+    *ENCODER_FAMILIES,
+    "modernbert",
+    *DECODER_FAMILIES,
+    *("t5", "bart", "mbart", "vit", "resnet"),
+)
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
 HEADS = (
@@ -70,6 +75,7 @@ DEFAULT_HEAD = {
     "bert": "masked-lm",
     "roberta": "masked-lm",
     "xlm-roberta": "masked-lm",
+    "modernbert": "masked-lm",
     "distilbert": "masked-lm",
     "albert": "masked-lm",
     "deberta-v2": "masked-lm",
@@ -1098,6 +1104,89 @@ def _t5(cfg: dict[str, Any], name: str) -> Architecture:
     )
 
 
+# ------------------------------------------------------------------------ ModernBERT
+
+
+def _modernbert(cfg: dict[str, Any], name: str) -> Architecture:
+    """ModernBERT: a pre-LN encoder with rotary positions, a fused Wqkv, a GeGLU MLP (one Wi
+    making input and gate), bias-free LayerNorms (norm_bias), no norm before layer 0's
+    attention, a final norm, and an MLM head (dense + act + norm, tied decoder with a bias)."""
+    kind, notes = head_kind(cfg, "modernbert")
+    keys = FamilyKeys(
+        activation=("hidden_activation",),
+        hidden_dropout=("mlp_dropout",),
+        attn_dropout=("attention_dropout",),
+        positions_default=8192,
+        tied_default=True,
+    )
+    d = read_dims(cfg, keys)
+    _check_sizes(d)
+    _positive("vocab_size", d.vocab)
+    h, layers, inter = d.hidden, d.layers, d.intermediate
+    norm_bias = bool(cfg.get("norm_bias", False))
+    attn_bias = bool(cfg.get("attention_bias", False))
+    mlp_bias = bool(cfg.get("mlp_bias", False))
+    weights = [WeightGroup("tok_embeddings", (d.vocab, h))]
+    weights += norm("embeddings.norm", h, bias=norm_bias)
+    weights += linear("Wqkv", h, 3 * h, layers, bias=attn_bias)
+    weights += linear("attn.Wo", h, h, layers, bias=attn_bias)
+    weights += linear("mlp.Wi", h, 2 * inter, layers, bias=mlp_bias)
+    weights += linear("mlp.Wo", inter, h, layers, bias=mlp_bias)
+    weights += norm("layer_norms", h, 2 * layers - 1, bias=norm_bias)  # layer 0: no attn_norm
+    weights += norm("final_norm", h, bias=norm_bias)
+    labels = num_labels(cfg)
+    act = _activation(cfg, "classifier_activation", default=d.activation)
+    if kind == "none":
+        head = Head("none")
+    else:
+        weights += linear("head.dense", h, h, bias=bool(cfg.get("classifier_bias", False)))
+        weights += norm("head.norm", h, bias=norm_bias)
+        if kind in ("masked-lm", "pretraining"):
+            kind = "masked-lm"
+            if cfg.get("decoder_bias", True):
+                weights.append(WeightGroup("decoder.bias", (d.vocab,)))
+            if not d.tied:
+                weights.append(WeightGroup("decoder.weight", (d.vocab, h), matmul=True))
+            head = Head(kind, vocab=d.vocab, transform=h, transform_act=act)
+        else:
+            n = 2 if kind == "question-answering" else labels
+            weights += linear("classifier", h, n)
+            head = Head(kind, labels=n, pooled=kind == "sequence-classification")
+    stack = Stack(
+        role="encoder",
+        layers=layers,
+        hidden=h,
+        heads=d.heads,
+        kv_heads=d.heads,
+        head_dim=h // d.heads,
+        intermediate=inter,
+        activation=d.activation,
+        gated=True,
+        norm="layernorm",
+        prenorm=True,
+        causal=False,
+        fused_qkv=True,
+        attn_dropout=d.attn_dropout,
+        hidden_dropout=d.hidden_dropout,
+        final_norm=True,
+        lora_targets=((h, 3 * h),),
+    )
+    emb_dropout = _float(cfg, "embedding_dropout")
+    return Architecture(
+        name=name,
+        family="modernbert",
+        kind="encoder",
+        weights=tuple(weights),
+        stacks=(stack,),
+        embedding=Embedding(d.vocab, h, norm=True, dropout=emb_dropout),
+        head=head,
+        max_positions=d.positions,
+        absolute_positions=False,
+        sdpa=True,
+        notes=tuple(notes),
+    )
+
+
 # ---------------------------------------------------------------------- BART / mBART
 
 
@@ -1336,6 +1425,8 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
         return _bert_family(config, family, name)
     if family in ("bart", "mbart"):
         return _bart(config, family, name)
+    if family == "modernbert":
+        return _modernbert(config, name)
     if family in DECODER_FAMILIES:
         return _decoder(config, family, name)
     if family == "t5":

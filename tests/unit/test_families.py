@@ -29,6 +29,7 @@ PUBLISHED = {
     "bart-large": ("bart", 406e6),  # Hub page: 406M params
     "mbart-large-50": ("mbart", 611e6),  # Hub page: 611M params
     "xlm-roberta-large": ("xlm-roberta", 560e6),  # model card: 560M parameters
+    "modernbert-base": ("modernbert", 149e6),  # model card: 149M parameters
 }
 
 
@@ -126,3 +127,16 @@ def test_bart_is_post_ln_and_mbart_pre_ln_with_final_norms() -> None:
     assert mbart.parameters - bart.parameters == 2 * 2 * 1024
     # Positions are learned (1024 + an offset of 2 rows, per stack): longer inputs cannot run.
     assert bart.absolute_positions and bart.max_positions == 1024
+
+
+def test_modernbert_geglu_and_bias_free_norms() -> None:
+    base = config("modernbert-base")
+    arch = from_hf_config(base)
+    st = arch.stacks[0]
+    assert (
+        st.gated and st.fused_qkv and st.prenorm and st.final_norm and not arch.absolute_positions
+    )
+    # GeGLU: Wi makes input and gate (2 x 1152), Wo reads 1152; norms gain a bias with norm_bias.
+    with_bias = from_hf_config(dict(base, norm_bias=True))
+    assert with_bias.parameters - arch.parameters == (1 + 2 * 22 - 1 + 1 + 1) * 768
+    assert arch.head.kind == "masked-lm" and arch.head.transform == 768
