@@ -144,6 +144,13 @@ CASES = [
         target_seq=64,
         overrides=layers(2, 32000),
     ),
+    Case(
+        "whisper-small (2+2 of 12+12, 300 of 1500 frames)",
+        "whisper-small",
+        seq=64,
+        target_seq=64,
+        overrides={**layers(2), "max_source_positions": 300},
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -228,6 +235,12 @@ def inputs_for(config: dict[str, Any], case: Case):
             "labels": torch.randint(0, 1000, (b,)),
         }
     ids = torch.randint(5, min(vocab, 30000), (b, s))
+    if kind == "whisper":  # log-mel frames: twice the encoder positions (conv2 has stride 2)
+        frames = 2 * config.get("max_source_positions", 1500)
+        return {
+            "input_features": torch.randn(b, config.get("num_mel_bins", 80), frames),
+            "labels": torch.randint(5, min(vocab, 30000), (b, case.target_seq or s)),
+        }
     if kind in ("t5", "bart", "mbart"):
         target = torch.randint(5, min(vocab, 30000), (b, case.target_seq or s))
         return {"input_ids": ids, "labels": target}

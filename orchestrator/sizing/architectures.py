@@ -44,7 +44,7 @@ FAMILIES = (
     *ENCODER_FAMILIES,
     "modernbert",
     *DECODER_FAMILIES,
-    *("t5", "bart", "mbart", "vit", "resnet"),
+    *("t5", "bart", "mbart", "whisper", "vit", "resnet"),
 )
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
@@ -90,6 +90,7 @@ DEFAULT_HEAD = {
     "t5": "seq2seq-lm",
     "bart": "seq2seq-lm",
     "mbart": "seq2seq-lm",
+    "whisper": "seq2seq-lm",
     "vit": "image-classification",
     "resnet": "image-classification",
 }
@@ -262,6 +263,8 @@ class Architecture:
     patch_size: int = 0
     channels: int = 3
     resnet: ResNet | None = None
+    source_length: int = 0  # a fixed encoder length (Whisper: 1500 frames after the convs)
+    mel_bins: int = 0  # Whisper: two 1-D convs over this many mel bins make the encoder input
     synthetic: bool = False  # made up from a parameter count (--params-m)
     sdpa: bool = True  # the transformers implementation has an SDPA path
     notes: tuple[str, ...] = ()
@@ -1284,6 +1287,113 @@ def _bart(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     )
 
 
+# --------------------------------------------------------------------------- Whisper
+
+
+def _whisper(cfg: dict[str, Any], name: str) -> Architecture:
+    """Whisper: two GELU 1-D convs over the log-mel input (the second with stride 2) make a
+    fixed 1500-frame encoder input with sinusoid-initialised positions; pre-LN encoder and
+    decoder (k_proj without a bias), a final LayerNorm each, the LM head tied."""
+    kind, notes = head_kind(cfg, "whisper")
+    d = _positive("d_model", _int(cfg, "d_model"))
+    vocab = _positive("vocab_size", _int(cfg, "vocab_size"))
+    mel = _positive("num_mel_bins", _int(cfg, "num_mel_bins", default=80))
+    src = _positive("max_source_positions", _int(cfg, "max_source_positions", default=1500))
+    tgt = _positive("max_target_positions", _int(cfg, "max_target_positions", default=448))
+    enc_layers = _positive("encoder_layers", _int(cfg, "encoder_layers"))
+    dec_layers = _positive("decoder_layers", _int(cfg, "decoder_layers"))
+    heads = _positive("heads", _int(cfg, "encoder_attention_heads"))
+    dec_heads = _positive("heads", _int(cfg, "decoder_attention_heads", default=heads))
+    enc_ffn = _positive("encoder_ffn_dim", _int(cfg, "encoder_ffn_dim", default=4 * d))
+    dec_ffn = _positive("decoder_ffn_dim", _int(cfg, "decoder_ffn_dim", default=4 * d))
+    for n in (heads, dec_heads):
+        if d % n:
+            raise ConfigError(f"d_model {d} is not divisible by {n} heads")
+
+    def attention(prefix: str, layers: int) -> list[WeightGroup]:
+        return linear(f"{prefix}.qvo", d, d, 3 * layers) + linear(
+            f"{prefix}.k", d, d, layers, False
+        )
+
+    weights = [
+        WeightGroup("conv1.weight", (d, mel, 3), matmul=True),
+        WeightGroup("conv1.bias", (d,)),
+    ]
+    weights += [
+        WeightGroup("conv2.weight", (d, d, 3), matmul=True),
+        WeightGroup("conv2.bias", (d,)),
+    ]
+    weights.append(WeightGroup("encoder.embed_positions", (src, d)))
+    weights += attention("encoder.self_attn", enc_layers)
+    weights += norm("encoder.layer_norms", d, 2 * enc_layers + 1)
+    weights += linear("encoder.fc1", d, enc_ffn, enc_layers) + linear(
+        "encoder.fc2", enc_ffn, d, enc_layers
+    )
+    weights.append(WeightGroup("decoder.embed_tokens", (vocab, d)))
+    weights.append(WeightGroup("decoder.embed_positions", (tgt, d)))
+    weights += attention("decoder.self_attn", dec_layers) + attention(
+        "decoder.encoder_attn", dec_layers
+    )
+    weights += norm("decoder.layer_norms", d, 3 * dec_layers + 1)
+    weights += linear("decoder.fc1", d, dec_ffn, dec_layers) + linear(
+        "decoder.fc2", dec_ffn, d, dec_layers
+    )
+    if not cfg.get("tie_word_embeddings", True):
+        weights.append(WeightGroup("proj_out", (vocab, d), matmul=True))
+    dropout = _float(cfg, "dropout")
+    common: dict[str, Any] = dict(
+        hidden=d,
+        gated=False,
+        activation=_activation(cfg, "activation_function", default="gelu"),
+        norm="layernorm",
+        prenorm=True,
+        final_norm=True,
+        attn_dropout=_float(cfg, "attention_dropout"),
+        hidden_dropout=dropout,
+        act_dropout=_float(cfg, "activation_dropout"),
+        lora_targets=((d, d), (d, d)),
+    )
+    encoder = Stack(
+        role="encoder",
+        layers=enc_layers,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=d // heads,
+        intermediate=enc_ffn,
+        causal=False,
+        **common,
+    )
+    decoder = Stack(
+        role="decoder",
+        layers=dec_layers,
+        heads=dec_heads,
+        kv_heads=dec_heads,
+        head_dim=d // dec_heads,
+        intermediate=dec_ffn,
+        causal=True,
+        cross_attention=True,
+        **{**common, "lora_targets": ((d, d),) * 4},
+    )
+    if kind not in ("seq2seq-lm", "none"):
+        notes.append(f"whisper: {kind} head not modelled, sizing the seq2seq-lm head")
+        kind = "seq2seq-lm"
+    return Architecture(
+        name=name,
+        family="whisper",
+        kind="encoder-decoder",
+        weights=tuple(weights),
+        stacks=(encoder, decoder),
+        embedding=Embedding(vocab, d, int_inputs=1, dropout=dropout),
+        head=Head("seq2seq-lm" if kind == "seq2seq-lm" else "none", vocab=vocab),
+        max_positions=tgt,
+        absolute_positions=True,
+        source_length=src,
+        mel_bins=mel,
+        sdpa=True,
+        notes=tuple(notes),
+    )
+
+
 # ----------------------------------------------------------------------------- ViT
 
 
@@ -1427,6 +1537,8 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
         return _bart(config, family, name)
     if family == "modernbert":
         return _modernbert(config, name)
+    if family == "whisper":
+        return _whisper(config, name)
     if family in DECODER_FAMILIES:
         return _decoder(config, family, name)
     if family == "t5":

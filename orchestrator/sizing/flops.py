@@ -88,7 +88,7 @@ def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
         patches = lengths[0] - 1
         pre = 2.0 * patches * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
     elif arch.kind == "encoder-decoder":
-        lengths = [job.seq, job.target_seq or job.seq]
+        lengths = [arch.source_length or job.seq, job.target_seq or job.seq]  # Whisper: fixed
         pre = 0.0
     else:
         lengths = [job.seq]

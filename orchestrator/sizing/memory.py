@@ -331,6 +331,15 @@ def _resnet_bytes(net: ResNet, b: int, image: int, dt: Dtypes, checkpoint: bool)
     return total + b * last * dt.cast(1) + b * (net.labels * 4 + 8)
 
 
+def _audio_frontend_bytes(arch: Architecture, b: int, frames: int, dt: Dtypes, lora: bool) -> float:
+    """Whisper's two GELU 1-D convs: the mel input (read by conv1), conv1's output (GELU input)
+    and the GELU output (read by conv2) at 2 x `frames`, conv2's output (GELU input) at
+    `frames`; the GELU output plus positions is the first layer's input."""
+    d = arch.stacks[0].hidden
+    total = 0.0 if lora else b * arch.mel_bins * 2 * frames * dt.cast(1)
+    return total + b * d * 2 * frames * (dt.act + dt.cast(1)) + b * d * frames * dt.act
+
+
 def _first_layer_savings(st: Stack, b: int, s: int, dt: Dtypes) -> float:
     """What the first LoRA layer does not save because its input needs no gradient: its
     first norm's input (pre-LN) and the query copy (unless one fused adapter makes q, k and v,
@@ -370,7 +379,7 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
         if not frozen_inputs and arch.stacks[0].hidden_dropout > 0:
             total += b * lengths[0] * arch.stacks[0].hidden * dt.mask
     elif arch.kind == "encoder-decoder":
-        lengths = [job.seq, job.target_seq or job.seq]
+        lengths = [arch.source_length or job.seq, job.target_seq or job.seq]
     else:
         lengths = [job.seq]
 
@@ -378,6 +387,11 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     for index, st in enumerate(arch.stacks):
         s = lengths[index]
         t = b * s
+        if arch.mel_bins and index == 0:
+            total += _audio_frontend_bytes(arch, b, s, dt, lora)
+            emb = None  # the encoder reads no token ids
+        elif index == 1 and arch.mel_bins:
+            emb = arch.embedding
         if emb is not None and not lora:
             total += t * 8 * emb.int_inputs  # token ids (and type ids) for the weight grads
         if emb is not None and not frozen_inputs:
@@ -426,7 +440,7 @@ def transient_bytes(arch: Architecture, job: JobSpec) -> int:
     if arch.kind == "vit":
         lengths = [arch.vision_tokens(job.image_size or arch.image_size)]
     elif arch.kind == "encoder-decoder":
-        lengths = [job.seq, job.target_seq or job.seq]
+        lengths = [arch.source_length or job.seq, job.target_seq or job.seq]
     t_out = b * lengths[-1]
     candidates = [0.0]
     if arch.head.vocab:

@@ -30,6 +30,7 @@ PUBLISHED = {
     "mbart-large-50": ("mbart", 611e6),  # Hub page: 611M params
     "xlm-roberta-large": ("xlm-roberta", 560e6),  # model card: 560M parameters
     "modernbert-base": ("modernbert", 149e6),  # model card: 149M parameters
+    "whisper-small": ("whisper", 244e6),  # model card table: small, 244 M
 }
 
 
@@ -140,3 +141,13 @@ def test_modernbert_geglu_and_bias_free_norms() -> None:
     with_bias = from_hf_config(dict(base, norm_bias=True))
     assert with_bias.parameters - arch.parameters == (1 + 2 * 22 - 1 + 1 + 1) * 768
     assert arch.head.kind == "masked-lm" and arch.head.transform == 768
+
+
+def test_whisper_encoder_length_is_fixed_by_the_audio_window() -> None:
+    arch = from_hf_config(config("whisper-small"))
+    assert (arch.source_length, arch.mel_bins) == (1500, 80)
+    short, long = JobSpec(batch=1, seq=64, target_seq=64), JobSpec(batch=1, seq=512, target_seq=64)
+    # The encoder always sees 1500 frames: `seq` does not change what it keeps.
+    assert activation_bytes(arch, short) == activation_bytes(arch, long)
+    longer_text = JobSpec(batch=1, seq=64, target_seq=256)
+    assert activation_bytes(arch, longer_text) > activation_bytes(arch, short)
