@@ -151,6 +151,12 @@ CASES = [
         target_seq=64,
         overrides={**layers(2), "max_source_positions": 300},
     ),
+    Case(
+        "convnext-base (depths 1-1-3-1 of 3-3-27-3)",
+        "convnext-base",
+        image_size=224,
+        overrides={"depths": [1, 1, 3, 1]},
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -228,7 +234,7 @@ def inputs_for(config: dict[str, Any], case: Case):
     b, s = case.batch, case.seq
     kind = config["model_type"]
     vocab = config.get("vocab_size", 1000)
-    if kind in ("vit", "resnet"):
+    if kind in ("vit", "resnet", "convnext"):
         size = case.image_size or 224
         return {
             "pixel_values": torch.randn(b, config.get("num_channels", 3), size, size),

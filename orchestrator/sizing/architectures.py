@@ -44,7 +44,7 @@ FAMILIES = (
     *ENCODER_FAMILIES,
     "modernbert",
     *DECODER_FAMILIES,
-    *("t5", "bart", "mbart", "whisper", "vit", "resnet"),
+    *("t5", "bart", "mbart", "whisper", "vit", "resnet", "convnext"),
 )
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
@@ -93,6 +93,7 @@ DEFAULT_HEAD = {
     "whisper": "seq2seq-lm",
     "vit": "image-classification",
     "resnet": "image-classification",
+    "convnext": "image-classification",
 }
 # Families whose transformers implementation has an SDPA/flash attention path.
 SDPA_FAMILIES = {
@@ -249,6 +250,18 @@ class ResNet:
 
 
 @dataclass(frozen=True)
+class ConvNeXt:
+    """ConvNeXt: a 4x4 stride-4 patch stem, stages of blocks (7x7 depthwise conv, LayerNorm,
+    4x MLP as 1x1 linears, layer scale) with LayerNorm + 2x2 stride-2 convs between them."""
+
+    channels: int
+    patch: int
+    widths: tuple[int, ...]
+    depths: tuple[int, ...]
+    labels: int
+
+
+@dataclass(frozen=True)
 class Architecture:
     name: str
     family: str  # model_type
@@ -263,6 +276,7 @@ class Architecture:
     patch_size: int = 0
     channels: int = 3
     resnet: ResNet | None = None
+    convnext: ConvNeXt | None = None
     source_length: int = 0  # a fixed encoder length (Whisper: 1500 frames after the convs)
     mel_bins: int = 0  # Whisper: two 1-D convs over this many mel bins make the encoder input
     synthetic: bool = False  # made up from a parameter count (--params-m)
@@ -1519,6 +1533,54 @@ def _resnet(cfg: dict[str, Any], name: str) -> Architecture:
     )
 
 
+# ------------------------------------------------------------------------ ConvNeXt
+
+
+def _convnext(cfg: dict[str, Any], name: str) -> Architecture:
+    _, notes = head_kind(cfg, "convnext")
+    channels = _positive("num_channels", _int(cfg, "num_channels", default=3))
+    patch = _positive("patch_size", _int(cfg, "patch_size", default=4))
+    widths = tuple(cfg.get("hidden_sizes") or [96, 192, 384, 768])
+    depths = tuple(cfg.get("depths") or [3, 3, 9, 3])
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in widths + depths):
+        raise ConfigError("hidden_sizes and depths must be lists of positive integers")
+    if len(widths) != len(depths):
+        raise ConfigError("hidden_sizes and depths differ in length")
+    labels = num_labels(cfg)
+    scale = _float(cfg, "layer_scale_init_value", default=1e-6) > 0
+    weights = [WeightGroup("patch_embeddings", (widths[0], channels, patch, patch), matmul=True)]
+    weights.append(WeightGroup("patch_embeddings.bias", (widths[0],)))
+    weights += norm("embeddings.layernorm", widths[0])
+    for i, (width, depth) in enumerate(zip(widths, depths, strict=True)):
+        if i:  # downsampling: LayerNorm, then a 2x2 stride-2 conv
+            weights += norm(f"stage{i}.downsample.norm", widths[i - 1])
+            weights.append(
+                WeightGroup(f"stage{i}.downsample", (width, widths[i - 1], 2, 2), 1, True)
+            )
+            weights.append(WeightGroup(f"stage{i}.downsample.bias", (width,)))
+        weights.append(WeightGroup(f"stage{i}.dwconv", (width, 1, 7, 7), depth, matmul=True))
+        weights.append(WeightGroup(f"stage{i}.dwconv.bias", (width,), depth))
+        weights += norm(f"stage{i}.layernorm", width, depth)
+        weights += linear(f"stage{i}.pwconv1", width, 4 * width, depth)
+        weights += linear(f"stage{i}.pwconv2", 4 * width, width, depth)
+        if scale:
+            weights.append(WeightGroup(f"stage{i}.layer_scale", (width,), depth))
+    weights += norm("layernorm", widths[-1])
+    weights += linear("classifier", widths[-1], labels)
+    return Architecture(
+        name=name,
+        family="convnext",
+        kind="cnn",
+        weights=tuple(weights),
+        head=Head("image-classification", labels=labels, pooled=True),
+        image_size=_int(cfg, "image_size", default=224),
+        channels=channels,
+        convnext=ConvNeXt(channels, patch, widths, depths, labels),
+        sdpa=False,
+        notes=tuple(notes),
+    )
+
+
 # ---------------------------------------------------------------------------- entry
 
 
@@ -1547,6 +1609,8 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
         return _vit(config, name)
     if family == "resnet":
         return _resnet(config, name)
+    if family == "convnext":
+        return _convnext(config, name)
     raise ConfigError(f"unsupported model_type {family!r} (supported: {', '.join(FAMILIES)})")
 
 

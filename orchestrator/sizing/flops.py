@@ -15,7 +15,7 @@ Conventions (a multiply-add is 2 FLOPs):
 
 from __future__ import annotations
 
-from orchestrator.sizing.architectures import Architecture, ResNet, Stack
+from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
 
 
@@ -43,6 +43,19 @@ def resnet_forward_flops(net: ResNet, image: int) -> float:
                 total += _conv(cin, cout, 1, out)
             res = out
     return total + 2.0 * net.stages[-1].out_channels * net.labels
+
+
+def convnext_forward_flops(net: ConvNeXt, image: int) -> float:
+    """Forward FLOPs of one image: stem, per block the 7x7 depthwise conv and the two 1x1
+    linears (4x), the downsampling convs and the classifier."""
+    res = image // net.patch
+    total = _conv(net.channels, net.widths[0], net.patch, res)
+    for i, (width, depth) in enumerate(zip(net.widths, net.depths, strict=True)):
+        if i:
+            res //= 2
+            total += _conv(net.widths[i - 1], width, 2, res)
+        total += depth * (2.0 * 49 * width * res * res + 2 * 2.0 * 4 * width * width * res * res)
+    return total + 2.0 * net.widths[-1] * net.labels
 
 
 def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]:
@@ -77,8 +90,12 @@ def _head_flops(arch: Architecture, tokens: int, hidden: int) -> float:
 
 def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
     """FLOPs of forward + backward for one sample of `job` (see the module docstring)."""
-    if arch.resnet is not None:
-        forward = resnet_forward_flops(arch.resnet, job.image_size or arch.image_size)
+    if arch.resnet is not None or arch.convnext is not None:
+        image = job.image_size or arch.image_size
+        if arch.resnet is not None:
+            forward = resnet_forward_flops(arch.resnet, image)
+        else:
+            forward = convnext_forward_flops(arch.convnext, image)
         extra = forward if job.grad_checkpointing else 0.0
         return 3.0 * forward + extra
     sdpa = job.attention == "sdpa" and arch.sdpa

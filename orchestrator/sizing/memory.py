@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.sizing.architectures import Architecture, ResNet, Stack
+from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
 
 MIB = 1024**2
@@ -340,6 +340,35 @@ def _audio_frontend_bytes(arch: Architecture, b: int, frames: int, dt: Dtypes, l
     return total + b * d * 2 * frames * (dt.act + dt.cast(1)) + b * d * frames * dt.act
 
 
+def _convnext_bytes(net: ConvNeXt, b: int, image: int, dt: Dtypes, checkpoint: bool) -> float:
+    """ConvNeXt per pixel of a stage of width C: each block keeps its input (for the depthwise
+    conv), the LayerNorm input and statistics, the LayerNorm output (pwconv1's input), the
+    4C GELU input and output (pwconv2's input) and pwconv2's output (for the layer scale);
+    the stem and each downsampling keep a LayerNorm input and the conv input."""
+    a = dt.act
+    res = image // net.patch
+    total = b * net.channels * image * image * dt.cast(1)  # the image, read by the stem conv
+    total += b * res * res * (net.widths[0] * dt.stream + 8)  # stem LayerNorm (channels-first)
+    blocks: list[tuple[float, float]] = []  # (a block's saved bytes, its input's bytes)
+    for i, (width, depth) in enumerate(zip(net.widths, net.depths, strict=True)):
+        if i:
+            total += b * res * res * (net.widths[i - 1] * dt.stream + 8)  # downsample norm
+            total += b * res * res * net.widths[i - 1] * dt.cast(1)  # its 2x2 conv's input
+            res //= 2
+        pixels = b * res * res
+        block_in = pixels * width * dt.cast(1)
+        block = block_in + pixels * (width * dt.stream + 8) + pixels * width * dt.cast(1)
+        block += pixels * 4 * width * (a + dt.cast(1)) + pixels * width * a
+        blocks += [(block, block_in)] * depth
+    if checkpoint:
+        total += sum(i for _, i in blocks) + max(s for s, _ in blocks)
+    else:
+        total += sum(s for s, _ in blocks)
+    last = net.widths[-1]
+    # Global average pool, LayerNorm on the pooled vector, the classifier; the loss.
+    return total + b * (last * dt.stream + 8) + b * last * dt.cast(1) + b * (net.labels * 4 + 8)
+
+
 def _first_layer_savings(st: Stack, b: int, s: int, dt: Dtypes) -> float:
     """What the first LoRA layer does not save because its input needs no gradient: its
     first norm's input (pre-LN) and the query copy (unless one fused adapter makes q, k and v,
@@ -364,6 +393,9 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     if arch.resnet is not None:
         image = job.image_size or arch.image_size
         return int(_resnet_bytes(arch.resnet, b, image, dt, checkpoint))
+    if arch.convnext is not None:
+        image = job.image_size or arch.image_size
+        return int(_convnext_bytes(arch.convnext, b, image, dt, checkpoint))
     eager = job.attention == "eager" or not arch.sdpa
     # LoRA without checkpointing: nothing before the first adapter needs a gradient, so the
     # frozen embeddings save nothing. (With checkpointing PEFT makes the embedding output
@@ -436,6 +468,10 @@ def transient_bytes(arch: Architecture, job: JobSpec) -> int:
         image = job.image_size or arch.image_size
         stem = arch.resnet.embedding_size
         return int(b * stem * math.ceil(image / 2) ** 2 * dt.act * 2)
+    if arch.convnext is not None:  # the first stage's 4C MLP output and its gradient
+        net = arch.convnext
+        image = job.image_size or arch.image_size
+        return int(b * 4 * net.widths[0] * (image // net.patch) ** 2 * dt.act * 2)
     lengths = [job.seq]
     if arch.kind == "vit":
         lengths = [arch.vision_tokens(job.image_size or arch.image_size)]
@@ -535,7 +571,7 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
     act_bytes = activation_bytes(arch, job)
 
     overhead = CUDA_CONTEXT_BYTES
-    if arch.resnet is not None:
+    if arch.resnet is not None or arch.convnext is not None:
         overhead += CUDNN_WORKSPACE_BYTES
     if gpus > 1:
         overhead += NCCL_BYTES

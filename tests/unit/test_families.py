@@ -31,6 +31,7 @@ PUBLISHED = {
     "xlm-roberta-large": ("xlm-roberta", 560e6),  # model card: 560M parameters
     "modernbert-base": ("modernbert", 149e6),  # model card: 149M parameters
     "whisper-small": ("whisper", 244e6),  # model card table: small, 244 M
+    "convnext-base": ("convnext", 88.6e6),  # Hub page: 88.6M params (paper: 89M)
 }
 
 
@@ -151,3 +152,15 @@ def test_whisper_encoder_length_is_fixed_by_the_audio_window() -> None:
     assert activation_bytes(arch, short) == activation_bytes(arch, long)
     longer_text = JobSpec(batch=1, seq=64, target_seq=256)
     assert activation_bytes(arch, longer_text) > activation_bytes(arch, short)
+
+
+def test_convnext_activations_and_flops_scale_with_the_image() -> None:
+    arch = from_hf_config(config("convnext-base"))
+    assert arch.kind == "cnn" and arch.convnext is not None
+    small, large = JobSpec(batch=1, image_size=224), JobSpec(batch=1, image_size=448)
+    # Every saved tensor is per pixel (up to the pooled head): 4x the pixels, ~4x the bytes.
+    ratio = activation_bytes(arch, large) / activation_bytes(arch, small)
+    assert 3.9 < ratio < 4.0
+    # ConvNeXt-B: 15.4 GFLOPs (multiply-adds counted twice: 2 x 15.4) per 224px image forward.
+    forward = training_flops_per_sample(arch, small) / 3
+    assert forward == pytest.approx(2 * 15.4e9, rel=0.03)
