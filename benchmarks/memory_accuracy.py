@@ -24,6 +24,7 @@ Usage: HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/memory_accuracy.py [--only N
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import json
 import os
@@ -77,7 +78,7 @@ def full_config(name: str) -> dict[str, Any]:
         return json.loads(path.read_text())
     from orchestrator.catalog.loader import find_model
 
-    return dict(find_model(name).config)
+    return copy.deepcopy(dict(find_model(name).config))
 
 
 CASES = [
@@ -157,6 +158,9 @@ CASES = [
         image_size=224,
         overrides={"depths": [1, 1, 3, 1]},
     ),
+    Case(
+        "clip-vit-base-patch32 (2+2 of 12+12)", "clip-vit-base-patch32", seq=77, overrides=layers(2)
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -170,9 +174,10 @@ def load_config(case: Case) -> dict[str, Any]:
     config = full_config(case.fixture)
     for key, value in case.overrides.items():
         if key == "__layers__":
-            for layer_key in LAYER_KEYS:
-                if layer_key in config:
-                    config[layer_key] = value
+            for part in (config, config.get("text_config"), config.get("vision_config")):
+                for layer_key in LAYER_KEYS:
+                    if isinstance(part, dict) and layer_key in part:
+                        part[layer_key] = value
         else:
             config[key] = value
     for token in ("pad_token_id", "bos_token_id", "eos_token_id"):
@@ -241,6 +246,14 @@ def inputs_for(config: dict[str, Any], case: Case):
             "labels": torch.randint(0, 1000, (b,)),
         }
     ids = torch.randint(5, min(vocab, 30000), (b, s))
+    if kind == "clip":  # image-text pairs; CLIPModel returns the contrastive loss
+        text = config["text_config"]
+        size = config["vision_config"].get("image_size", 224)
+        return {
+            "input_ids": torch.randint(5, min(text.get("vocab_size", 1000), 30000), (b, s)),
+            "pixel_values": torch.randn(b, 3, size, size),
+            "return_loss": True,
+        }
     if kind == "whisper":  # log-mel frames: twice the encoder positions (conv2 has stride 2)
         frames = 2 * config.get("max_source_positions", 1500)
         return {

@@ -44,7 +44,7 @@ FAMILIES = (
     *ENCODER_FAMILIES,
     "modernbert",
     *DECODER_FAMILIES,
-    *("t5", "bart", "mbart", "whisper", "vit", "resnet", "convnext"),
+    *("t5", "bart", "mbart", "whisper", "vit", "resnet", "convnext", "clip"),
 )
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
@@ -57,6 +57,7 @@ HEADS = (
     "token-classification",
     "question-answering",
     "image-classification",
+    "contrastive",  # CLIP: image-text similarity over the batch
     "none",
 )
 _HEAD_SUFFIXES = (
@@ -94,6 +95,7 @@ DEFAULT_HEAD = {
     "vit": "image-classification",
     "resnet": "image-classification",
     "convnext": "image-classification",
+    "clip": "contrastive",
 }
 # Families whose transformers implementation has an SDPA/flash attention path.
 SDPA_FAMILIES = {
@@ -119,7 +121,10 @@ ABSOLUTE_POSITION_FAMILIES = {
 }
 # Activation functions as `transformers` implements them, by how many tensors of the MLP
 # width they save for backward: "gelu_new" is a Python tanh formula that saves four.
-ACTIVATIONS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish"}
+ACTIVATIONS = {
+    *("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish"),
+    "quick_gelu",  # CLIP: x * sigmoid(1.702 x), which saves x and the sigmoid
+}
 
 
 class ConfigError(ValueError):
@@ -377,7 +382,7 @@ def _activation(cfg: dict[str, Any], *keys: str, default: str) -> str:
         if isinstance(cfg.get(key), str):
             value = cfg[key]
             break
-    value = {"swish": "silu", "gelu_fast": "gelu_new", "quick_gelu": "gelu_new"}.get(value, value)
+    value = {"swish": "silu", "gelu_fast": "gelu_new"}.get(value, value)
     if value not in ACTIVATIONS:
         raise ConfigError(f"unsupported activation {value!r}")
     return value
@@ -1581,6 +1586,90 @@ def _convnext(cfg: dict[str, Any], name: str) -> Architecture:
     )
 
 
+# ---------------------------------------------------------------------------- CLIP
+
+
+def _clip_tower(cfg: dict[str, Any], role: str) -> tuple[dict[str, Any], Stack]:
+    """One CLIP tower's sizes (text_config / vision_config) and its pre-LN Stack."""
+    sub = cfg.get(f"{role}_config")
+    if not isinstance(sub, dict):
+        raise ConfigError(f"clip: missing {role}_config")
+    default = {"text": (512, 2048, 8), "vision": (768, 3072, 12)}[role]
+    h = _positive("hidden_size", _int(sub, "hidden_size", default=default[0]))
+    heads = _positive("num_attention_heads", _int(sub, "num_attention_heads", default=default[2]))
+    if h % heads:
+        raise ConfigError(f"hidden size {h} is not divisible by {heads} heads")
+    stack = Stack(
+        role="encoder",
+        layers=_positive("num_hidden_layers", _int(sub, "num_hidden_layers", default=12)),
+        hidden=h,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=h // heads,
+        intermediate=_positive(
+            "intermediate_size", _int(sub, "intermediate_size", default=default[1])
+        ),
+        activation=_activation(sub, "hidden_act", default="quick_gelu"),
+        gated=False,
+        norm="layernorm",
+        prenorm=True,
+        causal=role == "text",
+        attn_dropout=_float(sub, "attention_dropout"),
+        softmax_fp32=True,
+        final_norm=role == "text",
+        lora_targets=((h, h), (h, h)),
+    )
+    return sub, stack
+
+
+def _clip(cfg: dict[str, Any], name: str) -> Architecture:
+    """CLIP: a causal text transformer (final LayerNorm, EOS pooling) and a ViT (class token,
+    a LayerNorm before the layers and one on the pooled CLS row), each projected to
+    `projection_dim`, trained with the contrastive loss on the batch's similarity matrix."""
+    _, notes = head_kind(cfg, "clip")
+    text_cfg, text = _clip_tower(cfg, "text")
+    vision_cfg, vision = _clip_tower(cfg, "vision")
+    proj = _positive("projection_dim", _int(cfg, "projection_dim", default=512))
+    vocab = _positive("vocab_size", _int(text_cfg, "vocab_size", default=49408))
+    positions = _int(text_cfg, "max_position_embeddings", default=77)
+    image = _positive("image_size", _int(vision_cfg, "image_size", default=224))
+    patch = _positive("patch_size", _int(vision_cfg, "patch_size", default=32))
+    channels = _positive("num_channels", _int(vision_cfg, "num_channels", default=3))
+    weights: list[WeightGroup] = []
+    for prefix, st in (("text", text), ("vision", vision)):
+        h = st.hidden
+        weights += linear(f"{prefix}.qkvo", h, h, 4 * st.layers)
+        weights += norm(f"{prefix}.layer_norms", h, 2 * st.layers + 1)  # + final / post LN
+        weights += linear(f"{prefix}.fc1", h, st.intermediate, st.layers)
+        weights += linear(f"{prefix}.fc2", st.intermediate, h, st.layers)
+    weights += [WeightGroup("text.token_embedding", (vocab, text.hidden))]
+    weights += [WeightGroup("text.position_embedding", (positions, text.hidden))]
+    hv = vision.hidden
+    weights += [WeightGroup("vision.patch_embedding", (hv, channels, patch, patch), matmul=True)]
+    weights += [WeightGroup("vision.class_embedding", (hv,))]
+    weights += [WeightGroup("vision.position_embedding", ((image // patch) ** 2 + 1, hv))]
+    weights += norm("vision.pre_layrnorm", hv)
+    weights += [WeightGroup("text_projection", (proj, text.hidden), matmul=True)]
+    weights += [WeightGroup("visual_projection", (proj, hv), matmul=True)]
+    weights += [WeightGroup("logit_scale", (1,))]
+    return Architecture(
+        name=name,
+        family="clip",
+        kind="dual-encoder",
+        weights=tuple(weights),
+        stacks=(vision, text),
+        embedding=Embedding(vocab, text.hidden, int_inputs=1),
+        head=Head("contrastive", labels=proj, pooled=True),
+        max_positions=positions,
+        absolute_positions=True,
+        image_size=image,
+        patch_size=patch,
+        channels=channels,
+        sdpa=True,
+        notes=tuple(notes),
+    )
+
+
 # ---------------------------------------------------------------------------- entry
 
 
@@ -1611,6 +1700,8 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
         return _resnet(config, name)
     if family == "convnext":
         return _convnext(config, name)
+    if family == "clip":
+        return _clip(config, name)
     raise ConfigError(f"unsupported model_type {family!r} (supported: {', '.join(FAMILIES)})")
 
 

@@ -104,6 +104,10 @@ def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
         lengths = [arch.vision_tokens(image)]
         patches = lengths[0] - 1
         pre = 2.0 * patches * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+    elif arch.kind == "dual-encoder":  # CLIP: image patches + CLS, then the text
+        image = job.image_size or arch.image_size
+        lengths = [arch.vision_tokens(image), job.seq]
+        pre = 2.0 * (lengths[0] - 1) * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
     elif arch.kind == "encoder-decoder":
         lengths = [arch.source_length or job.seq, job.target_seq or job.seq]  # Whisper: fixed
         pre = 0.0

@@ -152,7 +152,7 @@ def _mlp_bytes(st: Stack, dt: Dtypes, frozen: bool) -> float:
             per += dt.mask + (a if keep_linear else 0)
         return inter * per
     else:
-        per = (4 if st.activation == "gelu_new" else 1) * a
+        per = {"gelu_new": 4, "quick_gelu": 2}.get(st.activation, 1) * a
         if st.act_dropout > 0:
             per += dt.mask
         per += a if keep_linear else 0
@@ -369,6 +369,38 @@ def _convnext_bytes(net: ConvNeXt, b: int, image: int, dt: Dtypes, checkpoint: b
     return total + b * (last * dt.stream + 8) + b * last * dt.cast(1) + b * (net.labels * 4 + 8)
 
 
+def _dual_encoder_bytes(arch: Architecture, job: JobSpec, dt: Dtypes, eager: bool) -> float:
+    """CLIP: the vision tower over patches + CLS (pixels for the patch conv, pre-LayerNorm),
+    the text tower over `job.seq` tokens (token ids, final LayerNorm), the pooled rows and
+    their projections, and the normalised embeddings and b x b similarities of the loss."""
+    b, lora = job.batch, job.lora_rank or 0
+    vision, text = arch.stacks
+    image = job.image_size or arch.image_size
+    lengths = (arch.vision_tokens(image), job.seq)
+    total = 0.0 if lora else b * arch.channels * image * image * dt.cast(1)
+    total += b * lengths[0] * (vision.hidden * dt.stream + 8)  # pre_layrnorm
+    total += 0 if lora else b * job.seq * 8 + job.seq * 8  # token and position ids
+    per_layer_max = 0.0
+    for st, s in zip((vision, text), lengths, strict=True):
+        one = layer_bytes(st, b, s, s, dt, eager, lora)
+        per_layer_max = max(per_layer_max, one)
+        if job.grad_checkpointing:
+            total += st.layers * b * s * st.hidden * dt.stream
+        else:
+            total += st.layers * one
+        total += _stack_tail_bytes(st, b * s, dt, bool(lora))
+    if job.grad_checkpointing:
+        total += per_layer_max
+    # Vision: post_layernorm reads a view of the CLS row, keeping the whole last hidden state;
+    # text: the EOS rows are gathered (indices kept). Each pooled row feeds its projection.
+    total += b * lengths[0] * vision.hidden * dt.stream + b * 8
+    total += b * 8 + b * (vision.hidden + text.hidden) * dt.cast(1)
+    proj = arch.head.labels
+    # L2-normalised embeddings (norm input/output, division), similarity and the two losses.
+    total += 2 * b * (proj * 4 * 3 + 8) + 2 * b * b * 4 * 2 + 2 * b * 8
+    return total
+
+
 def _first_layer_savings(st: Stack, b: int, s: int, dt: Dtypes) -> float:
     """What the first LoRA layer does not save because its input needs no gradient: its
     first norm's input (pre-LN) and the query copy (unless one fused adapter makes q, k and v,
@@ -396,6 +428,9 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     if arch.convnext is not None:
         image = job.image_size or arch.image_size
         return int(_convnext_bytes(arch.convnext, b, image, dt, checkpoint))
+    if arch.kind == "dual-encoder":
+        eager = job.attention == "eager" or not arch.sdpa
+        return int(_dual_encoder_bytes(arch, job, dt, eager))
     eager = job.attention == "eager" or not arch.sdpa
     # LoRA without checkpointing: nothing before the first adapter needs a gradient, so the
     # frozen embeddings save nothing. (With checkpointing PEFT makes the embedding output
@@ -475,6 +510,8 @@ def transient_bytes(arch: Architecture, job: JobSpec) -> int:
     lengths = [job.seq]
     if arch.kind == "vit":
         lengths = [arch.vision_tokens(job.image_size or arch.image_size)]
+    elif arch.kind == "dual-encoder":
+        lengths = [arch.vision_tokens(job.image_size or arch.image_size), job.seq]
     elif arch.kind == "encoder-decoder":
         lengths = [arch.source_length or job.seq, job.target_seq or job.seq]
     t_out = b * lengths[-1]

@@ -32,6 +32,7 @@ PUBLISHED = {
     "modernbert-base": ("modernbert", 149e6),  # model card: 149M parameters
     "whisper-small": ("whisper", 244e6),  # model card table: small, 244 M
     "convnext-base": ("convnext", 88.6e6),  # Hub page: 88.6M params (paper: 89M)
+    "clip-vit-base-patch32": ("clip", 151.3e6),  # Hub page: 151M params
 }
 
 
@@ -164,3 +165,16 @@ def test_convnext_activations_and_flops_scale_with_the_image() -> None:
     # ConvNeXt-B: 15.4 GFLOPs (multiply-adds counted twice: 2 x 15.4) per 224px image forward.
     forward = training_flops_per_sample(arch, small) / 3
     assert forward == pytest.approx(2 * 15.4e9, rel=0.03)
+
+
+def test_clip_has_two_towers_with_their_own_lengths() -> None:
+    arch = from_hf_config(config("clip-vit-base-patch32"))
+    vision, text = arch.stacks
+    assert arch.kind == "dual-encoder" and text.causal and not vision.causal
+    assert (vision.hidden, text.hidden, arch.vision_tokens(224)) == (768, 512, 50)
+    assert text.activation == "quick_gelu"
+    short, full = JobSpec(batch=4, seq=16), JobSpec(batch=4, seq=77)
+    # Only the text tower grows with the caption length; FLOPs count both towers.
+    assert activation_bytes(arch, full) > activation_bytes(arch, short)
+    vision_only = training_flops_per_sample(arch, JobSpec(batch=1, seq=1))
+    assert vision_only == pytest.approx(3 * 2 * 87.5e6 * 50, rel=0.1)
