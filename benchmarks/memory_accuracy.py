@@ -109,6 +109,7 @@ CASES = [
     Case("resnet-50", "resnet-50", batch=2, image_size=224),
     # Families added for issue 10 (configs from the catalog, orchestrator/catalog/data/models.toml;
     # depth cut, and vocabularies over 64k cut to 32000, to fit a 24 GiB / 2-core machine).
+    Case("gemma-7b (1 of 28, vocab 32000)", "gemma-7b", batch=1, overrides=layers(1, 32000)),
     Case("gemma-2-9b (1 of 42, vocab 32000)", "gemma-2-9b", batch=1, overrides=layers(1, 32000)),
     Case("gemma-3-1b (2 of 26, vocab 32000)", "gemma-3-1b", overrides=layers(2, 32000)),
     Case("phi-3-mini (1 of 32)", "phi-3-mini-4k", batch=1, overrides=layers(1)),

@@ -16,6 +16,7 @@ from orchestrator.sizing.memory import activation_bytes
 
 # Model-card (or Hub page) parameter counts, as published (rounded as published).
 PUBLISHED = {
+    "gemma-7b": ("gemma", 8.54e9),  # Hub page: 8.54B params
     "gemma-2-9b": ("gemma2", 9.24e9),  # Hub page: 9.24B params
     "gemma-3-1b": ("gemma3_text", 1.0e9),  # model card: 1B
     "phi-3-mini-4k": ("phi3", 3.8e9),  # model card: 3.8B parameters
