@@ -162,6 +162,12 @@ CASES = [
     Case(
         "clip-vit-base-patch32 (2+2 of 12+12)", "clip-vit-base-patch32", seq=77, overrides=layers(2)
     ),
+    Case(
+        "siglip-base-patch16-224 (2+2 of 12+12)",
+        "siglip-base-patch16-224",
+        seq=64,
+        overrides=layers(2),
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -247,7 +253,7 @@ def inputs_for(config: dict[str, Any], case: Case):
             "labels": torch.randint(0, 1000, (b,)),
         }
     ids = torch.randint(5, min(vocab, 30000), (b, s))
-    if kind == "clip":  # image-text pairs; CLIPModel returns the contrastive loss
+    if kind in ("clip", "siglip"):  # image-text pairs; the model returns its contrastive loss
         text = config["text_config"]
         size = config["vision_config"].get("image_size", 224)
         return {

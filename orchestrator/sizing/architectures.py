@@ -44,7 +44,7 @@ FAMILIES = (
     *ENCODER_FAMILIES,
     "modernbert",
     *DECODER_FAMILIES,
-    *("t5", "bart", "mbart", "whisper", "vit", "resnet", "convnext", "clip"),
+    *("t5", "bart", "mbart", "whisper", "vit", "resnet", "convnext", "clip", "siglip"),
 )
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
@@ -96,6 +96,7 @@ DEFAULT_HEAD = {
     "resnet": "image-classification",
     "convnext": "image-classification",
     "clip": "contrastive",
+    "siglip": "contrastive",
 }
 # Families whose transformers implementation has an SDPA/flash attention path.
 SDPA_FAMILIES = {
@@ -300,8 +301,8 @@ class Architecture:
         return sum(rank * (i + o) * s.layers for s in self.stacks for i, o in s.lora_targets)
 
     def vision_tokens(self, image_size: int) -> int:
-        """ViT sequence length: patches plus the CLS token."""
-        return (image_size // self.patch_size) ** 2 + 1
+        """ViT sequence length: patches plus the CLS token (SigLIP has none)."""
+        return (image_size // self.patch_size) ** 2 + (0 if self.family == "siglip" else 1)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1589,16 +1590,17 @@ def _convnext(cfg: dict[str, Any], name: str) -> Architecture:
 # ---------------------------------------------------------------------------- CLIP
 
 
-def _clip_tower(cfg: dict[str, Any], role: str) -> tuple[dict[str, Any], Stack]:
-    """One CLIP tower's sizes (text_config / vision_config) and its pre-LN Stack."""
+def _clip_tower(cfg: dict[str, Any], role: str, family: str) -> tuple[dict[str, Any], Stack]:
+    """One CLIP/SigLIP tower's sizes (text_config / vision_config) and its pre-LN Stack."""
     sub = cfg.get(f"{role}_config")
     if not isinstance(sub, dict):
-        raise ConfigError(f"clip: missing {role}_config")
+        raise ConfigError(f"{family}: missing {role}_config")
     default = {"text": (512, 2048, 8), "vision": (768, 3072, 12)}[role]
     h = _positive("hidden_size", _int(sub, "hidden_size", default=default[0]))
     heads = _positive("num_attention_heads", _int(sub, "num_attention_heads", default=default[2]))
     if h % heads:
         raise ConfigError(f"hidden size {h} is not divisible by {heads} heads")
+    act = "quick_gelu" if family == "clip" else "gelu_pytorch_tanh"
     stack = Stack(
         role="encoder",
         layers=_positive("num_hidden_layers", _int(sub, "num_hidden_layers", default=12)),
@@ -1609,56 +1611,76 @@ def _clip_tower(cfg: dict[str, Any], role: str) -> tuple[dict[str, Any], Stack]:
         intermediate=_positive(
             "intermediate_size", _int(sub, "intermediate_size", default=default[1])
         ),
-        activation=_activation(sub, "hidden_act", default="quick_gelu"),
+        activation=_activation(sub, "hidden_act", default=act),
         gated=False,
         norm="layernorm",
         prenorm=True,
-        causal=role == "text",
+        causal=role == "text" and family == "clip",
         attn_dropout=_float(sub, "attention_dropout"),
         softmax_fp32=True,
-        final_norm=role == "text",
+        # CLIP: a final LayerNorm over the text tokens; SigLIP: over both towers' tokens.
+        final_norm=role == "text" or family == "siglip",
         lora_targets=((h, h), (h, h)),
     )
     return sub, stack
 
 
-def _clip(cfg: dict[str, Any], name: str) -> Architecture:
+def _tower_weights(prefix: str, st: Stack) -> list[WeightGroup]:
+    h = st.hidden
+    weights = linear(f"{prefix}.qkvo", h, h, 4 * st.layers)
+    weights += norm(f"{prefix}.layer_norms", h, 2 * st.layers + 1)  # + final / post LN
+    weights += linear(f"{prefix}.fc1", h, st.intermediate, st.layers)
+    return weights + linear(f"{prefix}.fc2", st.intermediate, h, st.layers)
+
+
+def _clip(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     """CLIP: a causal text transformer (final LayerNorm, EOS pooling) and a ViT (class token,
     a LayerNorm before the layers and one on the pooled CLS row), each projected to
-    `projection_dim`, trained with the contrastive loss on the batch's similarity matrix."""
-    _, notes = head_kind(cfg, "clip")
-    text_cfg, text = _clip_tower(cfg, "text")
-    vision_cfg, vision = _clip_tower(cfg, "vision")
-    proj = _positive("projection_dim", _int(cfg, "projection_dim", default=512))
+    `projection_dim`, trained with the contrastive loss on the batch's similarity matrix.
+    SigLIP: a bidirectional text tower pooled at the last token with a linear head, a ViT
+    without class token, a LayerNorm over all patches and an attention-pooling head (a probe
+    query, multi-head attention, LayerNorm, MLP), trained with the pairwise sigmoid loss."""
+    _, notes = head_kind(cfg, family)
+    text_cfg, text = _clip_tower(cfg, "text", family)
+    vision_cfg, vision = _clip_tower(cfg, "vision", family)
     vocab = _positive("vocab_size", _int(text_cfg, "vocab_size", default=49408))
     positions = _int(text_cfg, "max_position_embeddings", default=77)
     image = _positive("image_size", _int(vision_cfg, "image_size", default=224))
     patch = _positive("patch_size", _int(vision_cfg, "patch_size", default=32))
     channels = _positive("num_channels", _int(vision_cfg, "num_channels", default=3))
-    weights: list[WeightGroup] = []
-    for prefix, st in (("text", text), ("vision", vision)):
-        h = st.hidden
-        weights += linear(f"{prefix}.qkvo", h, h, 4 * st.layers)
-        weights += norm(f"{prefix}.layer_norms", h, 2 * st.layers + 1)  # + final / post LN
-        weights += linear(f"{prefix}.fc1", h, st.intermediate, st.layers)
-        weights += linear(f"{prefix}.fc2", st.intermediate, h, st.layers)
-    weights += [WeightGroup("text.token_embedding", (vocab, text.hidden))]
-    weights += [WeightGroup("text.position_embedding", (positions, text.hidden))]
-    hv = vision.hidden
+    ht, hv = text.hidden, vision.hidden
+    patches = (image // patch) ** 2
+    weights = _tower_weights("text", text) + _tower_weights("vision", vision)
+    weights += [WeightGroup("text.token_embedding", (vocab, ht))]
+    weights += [WeightGroup("text.position_embedding", (positions, ht))]
     weights += [WeightGroup("vision.patch_embedding", (hv, channels, patch, patch), matmul=True)]
-    weights += [WeightGroup("vision.class_embedding", (hv,))]
-    weights += [WeightGroup("vision.position_embedding", ((image // patch) ** 2 + 1, hv))]
-    weights += norm("vision.pre_layrnorm", hv)
-    weights += [WeightGroup("text_projection", (proj, text.hidden), matmul=True)]
-    weights += [WeightGroup("visual_projection", (proj, hv), matmul=True)]
-    weights += [WeightGroup("logit_scale", (1,))]
+    if family == "clip":
+        proj = _positive("projection_dim", _int(cfg, "projection_dim", default=512))
+        weights += [WeightGroup("vision.class_embedding", (hv,))]
+        weights += [WeightGroup("vision.position_embedding", (patches + 1, hv))]
+        weights += norm("vision.pre_layrnorm", hv)
+        weights += [WeightGroup("text_projection", (proj, ht), matmul=True)]
+        weights += [WeightGroup("visual_projection", (proj, hv), matmul=True)]
+        weights += [WeightGroup("logit_scale", (1,))]
+    else:
+        proj = _int(text_cfg, "projection_size", default=ht)
+        weights += [WeightGroup("vision.patch_embedding.bias", (hv,))]
+        weights += [WeightGroup("vision.position_embedding", (patches, hv))]
+        weights += linear("text.head", ht, proj)
+        weights += [WeightGroup("vision.head.probe", (hv,))]
+        weights += linear("vision.head.attention.in_proj", hv, 3 * hv)
+        weights += linear("vision.head.attention.out_proj", hv, hv)
+        weights += norm("vision.head.layernorm", hv)
+        weights += linear("vision.head.fc1", hv, vision.intermediate)
+        weights += linear("vision.head.fc2", vision.intermediate, hv)
+        weights += [WeightGroup("logit_scale_and_bias", (1,), 2)]
     return Architecture(
         name=name,
-        family="clip",
+        family=family,
         kind="dual-encoder",
         weights=tuple(weights),
         stacks=(vision, text),
-        embedding=Embedding(vocab, text.hidden, int_inputs=1),
+        embedding=Embedding(vocab, ht, int_inputs=1),
         head=Head("contrastive", labels=proj, pooled=True),
         max_positions=positions,
         absolute_positions=True,
@@ -1700,8 +1722,8 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
         return _resnet(config, name)
     if family == "convnext":
         return _convnext(config, name)
-    if family == "clip":
-        return _clip(config, name)
+    if family in ("clip", "siglip"):
+        return _clip(config, family, name)
     raise ConfigError(f"unsupported model_type {family!r} (supported: {', '.join(FAMILIES)})")
 
 

@@ -378,7 +378,8 @@ def _dual_encoder_bytes(arch: Architecture, job: JobSpec, dt: Dtypes, eager: boo
     image = job.image_size or arch.image_size
     lengths = (arch.vision_tokens(image), job.seq)
     total = 0.0 if lora else b * arch.channels * image * image * dt.cast(1)
-    total += b * lengths[0] * (vision.hidden * dt.stream + 8)  # pre_layrnorm
+    if arch.family == "clip":
+        total += b * lengths[0] * (vision.hidden * dt.stream + 8)  # pre_layrnorm
     total += 0 if lora else b * job.seq * 8 + job.seq * 8  # token and position ids
     per_layer_max = 0.0
     for st, s in zip((vision, text), lengths, strict=True):
@@ -391,10 +392,21 @@ def _dual_encoder_bytes(arch: Architecture, job: JobSpec, dt: Dtypes, eager: boo
         total += _stack_tail_bytes(st, b * s, dt, bool(lora))
     if job.grad_checkpointing:
         total += per_layer_max
-    # Vision: post_layernorm reads a view of the CLS row, keeping the whole last hidden state;
-    # text: the EOS rows are gathered (indices kept). Each pooled row feeds its projection.
-    total += b * lengths[0] * vision.hidden * dt.stream + b * 8
-    total += b * 8 + b * (vision.hidden + text.hidden) * dt.cast(1)
+    sv, hv, ht = lengths[0], vision.hidden, text.hidden
+    if arch.family == "siglip":
+        # Vision: attention pooling over the final-LN output (its kv projection's input and
+        # output, the probe's softmax rows), then per image the probe's q path, out_proj,
+        # LayerNorm and MLP; position ids. Text: the head reads a view of the last row, which
+        # keeps the whole final-LN output (under autocast only the row's half copy).
+        total += b * sv * hv * (dt.cast(1) + 2 * dt.act) + b * vision.heads * sv * dt.softmax
+        total += b * (3 * hv * dt.act + hv * dt.stream + 8 + hv * dt.cast(1))
+        total += b * 2 * vision.intermediate * dt.act + sv * 8
+        total += b * ht * dt.act if dt.amp else b * job.seq * ht * dt.stream
+    else:
+        # Vision: post_layernorm reads a view of the CLS row, keeping the whole last hidden
+        # state; text: the EOS rows are gathered (indices kept). Each feeds its projection.
+        total += b * sv * hv * dt.stream + b * 8
+        total += b * 8 + b * (hv + ht) * dt.cast(1)
     proj = arch.head.labels
     # L2-normalised embeddings (norm input/output, division), similarity and the two losses.
     total += 2 * b * (proj * 4 * 3 + 8) + 2 * b * b * 4 * 2 + 2 * b * 8

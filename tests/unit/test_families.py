@@ -34,6 +34,7 @@ PUBLISHED = {
     "whisper-small": ("whisper", 244e6),  # model card table: small, 244 M
     "convnext-base": ("convnext", 88.6e6),  # Hub page: 88.6M params (paper: 89M)
     "clip-vit-base-patch32": ("clip", 151.3e6),  # Hub page: 151M params
+    "siglip-base-patch16-224": ("siglip", 203e6),  # Hub page: 203M params
 }
 
 
@@ -179,3 +180,11 @@ def test_clip_has_two_towers_with_their_own_lengths() -> None:
     assert activation_bytes(arch, full) > activation_bytes(arch, short)
     vision_only = training_flops_per_sample(arch, JobSpec(batch=1, seq=1))
     assert vision_only == pytest.approx(3 * 2 * 87.5e6 * 50, rel=0.1)
+
+
+def test_siglip_has_no_class_token_and_pools_with_attention() -> None:
+    arch = from_hf_config(config("siglip-base-patch16-224"))
+    vision, text = arch.stacks
+    assert arch.vision_tokens(224) == 196 and not text.causal and vision.final_norm
+    no_head = from_hf_config(dict(config("siglip-base-patch16-224"), model_type="clip"))
+    assert no_head.vision_tokens(224) == 197  # CLIP's class token
