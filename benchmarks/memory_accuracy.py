@@ -168,6 +168,12 @@ CASES = [
         seq=64,
         overrides=layers(2),
     ),
+    Case(
+        "swin-base (depths 2-2-2-2 of 2-2-18-2)",
+        "swin-base",
+        image_size=224,
+        overrides={"depths": [2, 2, 2, 2]},
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -246,7 +252,7 @@ def inputs_for(config: dict[str, Any], case: Case):
     b, s = case.batch, case.seq
     kind = config["model_type"]
     vocab = config.get("vocab_size", 1000)
-    if kind in ("vit", "resnet", "convnext"):
+    if kind in ("vit", "resnet", "convnext", "swin"):
         size = case.image_size or 224
         return {
             "pixel_values": torch.randn(b, config.get("num_channels", 3), size, size),

@@ -44,7 +44,7 @@ FAMILIES = (
     *ENCODER_FAMILIES,
     "modernbert",
     *DECODER_FAMILIES,
-    *("t5", "bart", "mbart", "whisper", "vit", "resnet", "convnext", "clip", "siglip"),
+    *("t5", "bart", "mbart", "whisper", "vit", "resnet", "convnext", "swin", "clip", "siglip"),
 )
 
 # Head kinds (the `architectures` suffix decides which one a config gets).
@@ -95,6 +95,7 @@ DEFAULT_HEAD = {
     "vit": "image-classification",
     "resnet": "image-classification",
     "convnext": "image-classification",
+    "swin": "image-classification",
     "clip": "contrastive",
     "siglip": "contrastive",
 }
@@ -193,6 +194,7 @@ class Stack:
     single_norm: bool = False  # Falcon-7B: one norm feeds both the attention and the MLP
     attn_softcap: bool = False  # Gemma 2: tanh soft-capping of the attention scores
     moe: MoE | None = None  # sparse MLP in `moe.layers` of the layers (the rest are dense)
+    window: int = 0  # Swin: attention within windows of this many tokens
 
     @property
     def q_width(self) -> int:
@@ -1587,6 +1589,92 @@ def _convnext(cfg: dict[str, Any], name: str) -> Architecture:
     )
 
 
+# ---------------------------------------------------------------------------- Swin
+
+
+def _swin(cfg: dict[str, Any], name: str) -> Architecture:
+    """Swin: a 4x4 patch stem + LayerNorm, stages of pre-LN blocks with (shifted) window
+    attention and a relative-position bias table per block, patch merging (LayerNorm over 4C,
+    a linear to 2C) between stages, a final LayerNorm, average pooling and a classifier. One
+    Stack per stage, whose `window` is the tokens per attention window."""
+    _, notes = head_kind(cfg, "swin")
+    embed = _positive("embed_dim", _int(cfg, "embed_dim", default=96))
+    depths = tuple(cfg.get("depths") or [2, 2, 6, 2])
+    heads = tuple(cfg.get("num_heads") or [3, 6, 12, 24])
+    if len(depths) != len(heads) or not all(
+        isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in depths + heads
+    ):
+        raise ConfigError("depths and num_heads must be equal-length lists of positive integers")
+    window = _positive("window_size", _int(cfg, "window_size", default=7))
+    patch = _positive("patch_size", _int(cfg, "patch_size", default=4))
+    image = _positive("image_size", _int(cfg, "image_size", default=224))
+    channels = _positive("num_channels", _int(cfg, "num_channels", default=3))
+    ratio = _float(cfg, "mlp_ratio", default=4.0)
+    bias = bool(cfg.get("qkv_bias", True))
+    labels = num_labels(cfg)
+    weights = [WeightGroup("patch_embeddings", (embed, channels, patch, patch), matmul=True)]
+    weights.append(WeightGroup("patch_embeddings.bias", (embed,)))
+    weights += norm("embeddings.norm", embed)
+    stacks = []
+    res = image // patch
+    for i, (depth, n) in enumerate(zip(depths, heads, strict=True)):
+        c = embed * 2**i
+        if c % n:
+            raise ConfigError(f"stage {i} width {c} is not divisible by {n} heads")
+        inter = int(ratio * c)
+        win = min(window, res)
+        weights += norm(f"stage{i}.layernorms", c, 2 * depth)
+        weights += linear(f"stage{i}.qkv", c, c, 3 * depth, bias=bias)
+        weights += linear(f"stage{i}.o_proj", c, c, depth)
+        weights.append(
+            WeightGroup(f"stage{i}.relative_position_bias", ((2 * win - 1) ** 2, n), depth)
+        )
+        weights += linear(f"stage{i}.fc1", c, inter, depth) + linear(
+            f"stage{i}.fc2", inter, c, depth
+        )
+        if i < len(depths) - 1:  # patch merging
+            weights += norm(f"stage{i}.downsample.norm", 4 * c)
+            weights += linear(f"stage{i}.downsample.reduction", 4 * c, 2 * c, bias=False)
+        stacks.append(
+            Stack(
+                role="encoder",
+                layers=depth,
+                hidden=c,
+                heads=n,
+                kv_heads=n,
+                head_dim=c // n,
+                intermediate=inter,
+                activation=_activation(cfg, "hidden_act", default="gelu"),
+                gated=False,
+                norm="layernorm",
+                prenorm=True,
+                causal=False,
+                attn_dropout=_float(cfg, "attention_probs_dropout_prob"),
+                hidden_dropout=_float(cfg, "hidden_dropout_prob"),
+                softmax_fp32=True,
+                lora_targets=((c, c), (c, c)),
+                window=win * win,
+            )
+        )
+        res = -(-res // 2)
+    last = embed * 2 ** (len(depths) - 1)
+    weights += norm("layernorm", last)
+    weights += linear("classifier", last, labels)
+    return Architecture(
+        name=name,
+        family="swin",
+        kind="swin",
+        weights=tuple(weights),
+        stacks=tuple(stacks),
+        head=Head("image-classification", labels=labels, pooled=True),
+        image_size=image,
+        patch_size=patch,
+        channels=channels,
+        sdpa=True,
+        notes=tuple(notes),
+    )
+
+
 # ---------------------------------------------------------------------------- CLIP
 
 
@@ -1722,6 +1810,8 @@ def from_hf_config(config: dict[str, Any], name: str = "") -> Architecture:
         return _resnet(config, name)
     if family == "convnext":
         return _convnext(config, name)
+    if family == "swin":
+        return _swin(config, name)
     if family in ("clip", "siglip"):
         return _clip(config, family, name)
     raise ConfigError(f"unsupported model_type {family!r} (supported: {', '.join(FAMILIES)})")

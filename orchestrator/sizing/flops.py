@@ -15,6 +15,8 @@ Conventions (a multiply-add is 2 FLOPs):
 
 from __future__ import annotations
 
+import math
+
 from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
 
@@ -64,7 +66,7 @@ def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]
     mlp = st.mlp_weights  # MoE: the router and the top-k experts a token goes through
     weights = 2.0 * s * (h * q + 2 * h * kv + q * h + mlp)
     causal_factor = 0.5 if (st.causal and sdpa) else 1.0
-    attention = 4.0 * s * s * q * causal_factor
+    attention = 4.0 * s * (st.window or s) * q * causal_factor  # Swin: within windows
     if st.cross_attention:
         weights += 2.0 * s * (h * q + q * h) + 2.0 * src * (2 * h * kv)
         attention += 4.0 * s * src * q
@@ -104,6 +106,14 @@ def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
         lengths = [arch.vision_tokens(image)]
         patches = lengths[0] - 1
         pre = 2.0 * patches * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+    elif arch.kind == "swin":  # one stack per stage, a quarter of the tokens each
+        image = job.image_size or arch.image_size
+        res = image // arch.patch_size
+        lengths = [math.ceil(res / 2**i) ** 2 for i in range(len(arch.stacks))]
+        pre = 2.0 * lengths[0] * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+        pre += sum(
+            2.0 * n * 8 * st.hidden**2 for n, st in zip(lengths[1:], arch.stacks, strict=False)
+        )
     elif arch.kind == "dual-encoder":  # CLIP: image patches + CLS, then the text
         image = job.image_size or arch.image_size
         lengths = [arch.vision_tokens(image), job.seq]

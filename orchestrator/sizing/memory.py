@@ -120,7 +120,8 @@ def _attention_bytes(
         per_score += dt.act  # half copy of the probabilities for the PV matmul
     if st.attn_softcap:
         per_score += dt.act  # Gemma 2: tanh(scores / cap) keeps its output
-    total += b * st.heads * sq * skv * per_score
+    # Swin: scores only within each window of `st.window` tokens (+ the bias-table indices).
+    total += b * st.heads * sq * (st.window or skv) * per_score + st.window**2 * 8
     if st.relative == "deberta":
         total += _deberta_bytes(st, b, sq, dt)
     return total
@@ -413,6 +414,36 @@ def _dual_encoder_bytes(arch: Architecture, job: JobSpec, dt: Dtypes, eager: boo
     return total
 
 
+def _swin_bytes(arch: Architecture, job: JobSpec, dt: Dtypes, eager: bool) -> float:
+    """Swin: the image (stem conv) and the stem LayerNorm's input; per stage the windowed
+    layers over its tokens (padded to whole windows) and the patch merging (LayerNorm over 4C,
+    the reduction's input); the final LayerNorm, the pooled tokens, classifier and loss."""
+    b, lora = job.batch, job.lora_rank or 0
+    image = job.image_size or arch.image_size
+    res = image // arch.patch_size
+    total = 0.0 if lora else b * arch.channels * image * image * dt.cast(1)
+    total += b * res * res * (arch.stacks[0].hidden * dt.stream + 8)
+    per_layer_max = 0.0
+    for i, st in enumerate(arch.stacks):
+        side = -(-res // math.isqrt(st.window)) * math.isqrt(st.window)
+        tokens = side * side
+        one = layer_bytes(st, b, tokens, tokens, dt, eager, lora)
+        per_layer_max = max(per_layer_max, one)
+        if job.grad_checkpointing:
+            total += st.layers * b * tokens * st.hidden * dt.stream
+        else:
+            total += st.layers * one
+        if i < len(arch.stacks) - 1:
+            merged = math.ceil(res / 2) ** 2
+            total += b * merged * (4 * st.hidden * (dt.stream + dt.cast(1)) + 8)
+            res = -(-res // 2)
+    if job.grad_checkpointing:
+        total += per_layer_max
+    last = arch.stacks[-1].hidden
+    total += b * res * res * (last * (dt.stream + dt.act) + 8)  # final LayerNorm, pooling
+    return total + b * last * dt.cast(1) + b * (arch.head.labels * 4 + 8)
+
+
 def _first_layer_savings(st: Stack, b: int, s: int, dt: Dtypes) -> float:
     """What the first LoRA layer does not save because its input needs no gradient: its
     first norm's input (pre-LN) and the query copy (unless one fused adapter makes q, k and v,
@@ -440,9 +471,10 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     if arch.convnext is not None:
         image = job.image_size or arch.image_size
         return int(_convnext_bytes(arch.convnext, b, image, dt, checkpoint))
-    if arch.kind == "dual-encoder":
+    if arch.kind in ("dual-encoder", "swin"):
         eager = job.attention == "eager" or not arch.sdpa
-        return int(_dual_encoder_bytes(arch, job, dt, eager))
+        bytes_of = _swin_bytes if arch.kind == "swin" else _dual_encoder_bytes
+        return int(bytes_of(arch, job, dt, eager))
     eager = job.attention == "eager" or not arch.sdpa
     # LoRA without checkpointing: nothing before the first adapter needs a gradient, so the
     # frozen embeddings save nothing. (With checkpointing PEFT makes the embedding output
@@ -524,6 +556,11 @@ def transient_bytes(arch: Architecture, job: JobSpec) -> int:
         lengths = [arch.vision_tokens(job.image_size or arch.image_size)]
     elif arch.kind == "dual-encoder":
         lengths = [arch.vision_tokens(job.image_size or arch.image_size), job.seq]
+    elif arch.kind == "swin":
+        lengths = [
+            ((job.image_size or arch.image_size) // arch.patch_size // 2**i) ** 2
+            for i in range(len(arch.stacks))
+        ]
     elif arch.kind == "encoder-decoder":
         lengths = [arch.source_length or job.seq, job.target_seq or job.seq]
     t_out = b * lengths[-1]

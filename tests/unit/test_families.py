@@ -35,6 +35,7 @@ PUBLISHED = {
     "convnext-base": ("convnext", 88.6e6),  # Hub page: 88.6M params (paper: 89M)
     "clip-vit-base-patch32": ("clip", 151.3e6),  # Hub page: 151M params
     "siglip-base-patch16-224": ("siglip", 203e6),  # Hub page: 203M params
+    "swin-base": ("swin", 88e6),  # model card / paper: 88M parameters
 }
 
 
@@ -188,3 +189,20 @@ def test_siglip_has_no_class_token_and_pools_with_attention() -> None:
     assert arch.vision_tokens(224) == 196 and not text.causal and vision.final_norm
     no_head = from_hf_config(dict(config("siglip-base-patch16-224"), model_type="clip"))
     assert no_head.vision_tokens(224) == 197  # CLIP's class token
+
+
+def test_swin_attends_within_windows() -> None:
+    arch = from_hf_config(config("swin-base"))
+    assert [st.hidden for st in arch.stacks] == [128, 256, 512, 1024]
+    assert [st.window for st in arch.stacks] == [49] * 4
+    wide = from_hf_config(dict(config("swin-base"), window_size=14))
+    job = JobSpec(batch=1, image_size=224, attention="eager")
+    # Bigger windows: more scores per token (and a larger bias table per block).
+    assert activation_bytes(wide, job) > activation_bytes(arch, job)
+    assert wide.parameters - arch.parameters == sum(
+        ((2 * min(14, r) - 1) ** 2 - 13**2) * h * d
+        for r, h, d in zip((56, 28, 14, 7), (4, 8, 16, 32), (2, 2, 18, 2), strict=True)
+    )
+    # Swin-B: 15.4 GFLOPs (multiply-adds) per 224 px image forward.
+    forward = training_flops_per_sample(arch, JobSpec(batch=1, image_size=224)) / 3
+    assert forward == pytest.approx(2 * 15.4e9, rel=0.05)
