@@ -136,6 +136,12 @@ CASES = [
         overrides={**layers(1, 32000), "num_experts": 32},
     ),
     Case(
+        "deepseek-v2-lite MLA+MoE (2 of 27: 1 dense + 1 MoE, vocab 32000)",
+        "deepseek-v2-lite",
+        batch=1,
+        overrides=layers(2, 32000),
+    ),
+    Case(
         "xlm-roberta-large (2 of 24, vocab 32000)", "xlm-roberta-large", overrides=layers(2, 32000)
     ),
     Case("modernbert-base (3 of 22)", "modernbert-base", overrides=layers(3)),

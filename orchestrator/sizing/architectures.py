@@ -38,6 +38,7 @@ LLM_FAMILIES = (
     "mixtral",
     "qwen2_moe",
     "qwen3_moe",
+    "deepseek_v2",
 )
 DECODER_FAMILIES = ("gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", *LLM_FAMILIES)
 FAMILIES = (
@@ -161,6 +162,18 @@ class MoE:
 
 
 @dataclass(frozen=True)
+class MLA:
+    """DeepSeek multi-head latent attention: queries straight (or through a q LoRA rank) and
+    keys/values expanded from a `kv_rank` latent plus one shared rotary key of `rope` dims."""
+
+    q_rank: int  # 0: a plain q_proj
+    kv_rank: int
+    nope: int  # per-head query/key dims without rotary positions
+    rope: int  # per-head rotary dims (the shared key's width)
+    v: int  # per-head value dims
+
+
+@dataclass(frozen=True)
 class Stack:
     """A stack of identical transformer layers (an encoder, a decoder, a ViT)."""
 
@@ -195,6 +208,7 @@ class Stack:
     attn_softcap: bool = False  # Gemma 2: tanh soft-capping of the attention scores
     moe: MoE | None = None  # sparse MLP in `moe.layers` of the layers (the rest are dense)
     window: int = 0  # Swin: attention within windows of this many tokens
+    mla: MLA | None = None  # DeepSeek: latent attention (head_dim is then nope + rope)
 
     @property
     def q_width(self) -> int:
@@ -781,6 +795,7 @@ class LlamaTraits:
     post_norms: bool = False  # Gemma 2/3: four norms per layer
     moe: str = "none"  # "mixtral" (num_local_experts) | "qwen" (num_experts, shared expert)
     fused: bool = False  # Phi-3: one qkv_proj and one gate_up_proj (same weights, fused)
+    mla: bool = False  # DeepSeek-V2: multi-head latent attention
 
 
 LLAMA_TRAITS = {
@@ -796,6 +811,7 @@ LLAMA_TRAITS = {
     "mixtral": LlamaTraits(moe="mixtral"),
     "qwen2_moe": LlamaTraits(qkv_bias=True, moe="qwen"),
     "qwen3_moe": LlamaTraits(qk_norm="head", moe="qwen"),
+    "deepseek_v2": LlamaTraits(moe="deepseek", mla=True),
 }
 _LLAMA = FamilyKeys(
     kv_heads=("num_key_value_heads",),
@@ -821,6 +837,13 @@ def _moe_weights(cfg: dict[str, Any], d: Dims, kind: str) -> tuple[list[WeightGr
     if kind == "mixtral":
         experts = _int(cfg, "num_local_experts", default=8)
         width, shared, sparse_layers = d.intermediate, 0, d.layers
+    elif kind == "deepseek":  # shared experts are one gated MLP of n_shared x the width
+        experts = _int(cfg, "n_routed_experts", "num_experts", default=64)
+        width = _int(cfg, "moe_intermediate_size")
+        shared = width * _int(cfg, "n_shared_experts", default=0)
+        first = _int(cfg, "first_k_dense_replace", default=0)
+        freq = _int(cfg, "moe_layer_freq", default=1) or 1
+        sparse_layers = sum(1 for i in range(d.layers) if i >= first and i % freq == 0)
     else:
         experts = _int(cfg, "num_experts", default=60)
         width = _int(cfg, "moe_intermediate_size")
@@ -837,15 +860,43 @@ def _moe_weights(cfg: dict[str, Any], d: Dims, kind: str) -> tuple[list[WeightGr
     weights = [WeightGroup("experts.gate_up_proj", (experts, 2 * width, h), n, matmul=True)]
     weights.append(WeightGroup("experts.down_proj", (experts, h, width), n, matmul=True))
     weights.append(WeightGroup("router", (experts, h), n, matmul=True))
+    gate = kind == "qwen"  # Qwen2-MoE gates its shared expert with sigmoid(linear)
     if shared:
         weights += linear("shared_expert.gate_up_proj", h, shared, 2 * n, bias=False)
         weights += linear("shared_expert.down_proj", shared, h, n, bias=False)
-        weights += linear("shared_expert_gate", h, 1, n, bias=False)
+        if gate:
+            weights += linear("shared_expert_gate", h, 1, n, bias=False)
     dense = d.layers - n
     if dense:
         weights += linear("mlp.gate_up_proj", h, d.intermediate, 2 * dense, bias=False)
         weights += linear("mlp.down_proj", d.intermediate, h, dense, bias=False)
-    return weights, MoE(experts, top_k, width, n, shared, shared_gate=bool(shared))
+    return weights, MoE(experts, top_k, width, n, shared, shared_gate=bool(shared) and gate)
+
+
+def _mla_weights(cfg: dict[str, Any], d: Dims) -> tuple[list[WeightGroup], MLA]:
+    """DeepSeek-V2 attention weights: q (plain or via q_a/q_b with a norm), the latent
+    kv_a projection (+ the shared rotary key), its norm, kv_b to per-head keys and values, o."""
+    h, layers, heads = d.hidden, d.layers, d.heads
+    mla = MLA(
+        q_rank=_int(cfg, "q_lora_rank", default=0),
+        kv_rank=_positive("kv_lora_rank", _int(cfg, "kv_lora_rank", default=512)),
+        nope=_int(cfg, "qk_nope_head_dim", default=128),
+        rope=_positive("qk_rope_head_dim", _int(cfg, "qk_rope_head_dim", default=64)),
+        v=_positive("v_head_dim", _int(cfg, "v_head_dim", default=128)),
+    )
+    bias = bool(cfg.get("attention_bias", False))
+    qk = mla.nope + mla.rope
+    if mla.q_rank:
+        weights = linear("q_a_proj", h, mla.q_rank, layers, bias=bias)
+        weights += norm("q_a_layernorm", mla.q_rank, layers, bias=False)
+        weights += linear("q_b_proj", mla.q_rank, heads * qk, layers, bias=False)
+    else:
+        weights = linear("q_proj", h, heads * qk, layers, bias=False)
+    weights += linear("kv_a_proj_with_mqa", h, mla.kv_rank + mla.rope, layers, bias=bias)
+    weights += norm("kv_a_layernorm", mla.kv_rank, layers, bias=False)
+    weights += linear("kv_b_proj", mla.kv_rank, heads * (mla.nope + mla.v), layers, bias=False)
+    weights += linear("o_proj", heads * mla.v, h, layers, bias=bias)
+    return weights, mla
 
 
 def _llama_parts(cfg: dict[str, Any], d: Dims, family: str) -> DecoderParts:
@@ -859,10 +910,16 @@ def _llama_parts(cfg: dict[str, Any], d: Dims, family: str) -> DecoderParts:
     qkv_bias = traits.qkv_bias or bool(cfg.get("attention_bias", False))
     mlp_bias = bool(cfg.get("mlp_bias", False))
     weights = [WeightGroup("embed_tokens", (d.vocab, h))]
-    weights += linear("q_proj", h, q, layers, bias=qkv_bias)
-    weights += linear("k_proj", h, kv, layers, bias=qkv_bias)
-    weights += linear("v_proj", h, kv, layers, bias=qkv_bias)
-    weights += linear("o_proj", q, h, layers, bias=bool(cfg.get("attention_bias")))
+    mla = None
+    if traits.mla:
+        mla_weights, mla = _mla_weights(cfg, d)
+        weights += mla_weights
+        q = kv = d.heads * (mla.nope + mla.rope)
+    else:
+        weights += linear("q_proj", h, q, layers, bias=qkv_bias)
+        weights += linear("k_proj", h, kv, layers, bias=qkv_bias)
+        weights += linear("v_proj", h, kv, layers, bias=qkv_bias)
+        weights += linear("o_proj", q, h, layers, bias=bool(cfg.get("attention_bias")))
     moe = None
     if traits.moe != "none":
         moe_weights, moe = _moe_weights(cfg, d, traits.moe)
@@ -889,7 +946,10 @@ def _llama_parts(cfg: dict[str, Any], d: Dims, family: str) -> DecoderParts:
         post_norms=traits.post_norms,
         attn_softcap=bool(cfg.get("attn_logit_softcapping")) and family == "gemma2",
         moe=moe,
+        mla=mla,
     )
+    if mla is not None:  # every head has its own key: the kv heads are the heads
+        stack.update(head_dim=mla.nope + mla.rope, kv_heads=d.heads, lora_targets=((h, q),))
     return DecoderParts(weights, stack, Embedding(d.vocab, h))
 
 

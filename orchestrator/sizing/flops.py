@@ -65,6 +65,11 @@ def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]
     h, q, kv = st.hidden, st.q_width, st.kv_width
     mlp = st.mlp_weights  # MoE: the router and the top-k experts a token goes through
     weights = 2.0 * s * (h * q + 2 * h * kv + q * h + mlp)
+    if st.mla is not None:  # DeepSeek: q, the kv latent, its expansion, o
+        m = st.mla
+        q_in = (h * m.q_rank + m.q_rank * q) if m.q_rank else h * q
+        latent = h * (m.kv_rank + m.rope) + m.kv_rank * st.heads * (m.nope + m.v)
+        weights = 2.0 * s * (q_in + latent + st.heads * m.v * h + mlp)
     causal_factor = 0.5 if (st.causal and sdpa) else 1.0
     attention = 4.0 * s * (st.window or s) * q * causal_factor  # Swin: within windows
     if st.cross_attention:

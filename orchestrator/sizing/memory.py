@@ -179,12 +179,42 @@ def _moe_bytes(st: Stack, dt: Dtypes) -> float:
     m, h, a = st.moe, st.hidden, dt.act
     if m is None:
         return 0.0
-    readers = 1 + (3 if m.shared_intermediate else 0)  # router, shared gate/up + gate linear
+    # Readers of the MLP input: the router, the shared expert's gate/up, its gate linear.
+    readers = 1 + (2 if m.shared_intermediate else 0) + (1 if m.shared_gate else 0)
     total = h * dt.cast(readers) + m.experts * 4 + m.top_k * 8
     total += m.top_k * ((2 * h + 4 * m.intermediate) * a + 8 + 8 + 4)
     if m.shared_intermediate:
-        total += 4 * m.shared_intermediate * a + h * a + 4 + 4  # sigmoid gate and its product
+        total += 4 * m.shared_intermediate * a
+    if m.shared_gate:
+        total += h * a + 4 + 4  # sigmoid gate and its product
     return total
+
+
+def _mla_bytes(st: Stack, b: int, s: int, dt: Dtypes, eager: bool, lora: bool) -> float:
+    """DeepSeek latent attention, from the projections' input to o_proj's input: the latent
+    kv_a output (kept whole by its RMSNorm, which reads a slice of it) with rsqrt and the
+    normalised latent, kv_b's input, the assembled queries and keys (heads x (nope + rope)),
+    kv_b's output (the values are a view of it), o_proj's input, and the score terms."""
+    m, t, heads = st.mla, b * s, st.heads
+    if m is None:
+        return 0.0
+    qk = heads * (m.nope + m.rope)
+    total = t * st.hidden * dt.cast(1 if lora else 2)  # q_proj (or q_a) and kv_a read it
+    if m.q_rank:  # q_a output through its RMSNorm into q_b
+        total += t * (m.q_rank * (4 if dt.stream < 4 else dt.stream) + 4)
+        total += t * m.q_rank * (dt.stream + dt.cast(1))
+    latent = m.kv_rank + m.rope
+    total += t * (latent * (4 if dt.stream < 4 else dt.stream) + 4 + m.kv_rank * dt.stream)
+    total += t * m.kv_rank * dt.cast(1)  # kv_b's input
+    total += t * (2 * qk + heads * (m.nope + m.v)) * dt.act  # queries, keys, kv_b output
+    if not lora:
+        total += t * heads * m.v * dt.act  # o_proj's input
+    if eager:
+        per_score = dt.softmax + (dt.act if dt.amp else 0)
+        if st.attn_dropout > 0:
+            per_score += dt.mask + dt.softmax
+        return total + b * heads * s * s * per_score
+    return total + t * heads * m.v * dt.act + b * heads * s * 4  # SDPA output, log-sum-exp
 
 
 def _mlp_block_bytes(st: Stack, t: int, dt: Dtypes, lora: bool, sparse: bool) -> float:
@@ -222,11 +252,14 @@ def layer_bytes(
     total = 0.0
     if st.prenorm:
         total += t * _norm_bytes(st, dt, lora)
-    total += t * h * dt.cast(qkv_readers)  # the q/k/v projections' input
-    total += t * _qk_norm_bytes(st, dt, lora)
-    total += _attention_bytes(st, b, s, s, dt, eager)
-    if not lora:
-        total += t * st.q_width * dt.act  # output projection's input
+    if st.mla is not None:
+        total += _mla_bytes(st, b, s, dt, eager, lora)
+    else:
+        total += t * h * dt.cast(qkv_readers)  # the q/k/v projections' input
+        total += t * _qk_norm_bytes(st, dt, lora)
+        total += _attention_bytes(st, b, s, s, dt, eager)
+        if not lora:
+            total += t * st.q_width * dt.act  # output projection's input
     if st.post_norms:  # Gemma 2/3: norms on the attention and the MLP outputs
         total += 2 * t * _norm_bytes(st, dt, lora)
     if st.attn_out_dropout:

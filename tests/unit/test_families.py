@@ -4,7 +4,9 @@ memory and FLOPs estimates read (experts, soft-capping, q/k norms, multi-query a
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -206,3 +208,22 @@ def test_swin_attends_within_windows() -> None:
     # Swin-B: 15.4 GFLOPs (multiply-adds) per 224 px image forward.
     forward = training_flops_per_sample(arch, JobSpec(batch=1, image_size=224)) / 3
     assert forward == pytest.approx(2 * 15.4e9, rel=0.05)
+
+
+def test_deepseek_v2_latent_attention_and_shared_experts() -> None:
+    path = (
+        Path(__file__).resolve().parent.parent / "fixtures" / "hf_configs" / "deepseek-v2-lite.json"
+    )
+    base = json.loads(path.read_text())
+    arch = from_hf_config(base)
+    # Model card: 15.7B total parameters, 2.4B activated per token.
+    assert abs(arch.parameters / 15.7e9 - 1) < 0.01
+    active = training_flops_per_sample(arch, JobSpec(batch=1, seq=1)) / 6
+    assert active == pytest.approx(2.4e9, rel=0.05)
+    st = arch.stacks[0]
+    assert st.mla is not None and st.mla.q_rank == 0 and st.head_dim == 192
+    assert st.moe is not None and st.moe.layers == 26 and not st.moe.shared_gate
+    # A q LoRA rank (DeepSeek-V2 full: 1536) replaces q_proj by q_a, its norm and q_b.
+    q_lora = from_hf_config(dict(base, q_lora_rank=1536))
+    per_layer = 2048 * 1536 + 1536 + 1536 * 16 * 192 - 2048 * 16 * 192
+    assert q_lora.parameters - arch.parameters == 27 * per_layer
