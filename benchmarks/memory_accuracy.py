@@ -142,6 +142,21 @@ CASES = [
         overrides=layers(2, 32000),
     ),
     Case(
+        "deepseek-v3 (2 of 61: 1 dense + 1 MoE; hidden 2048, 16 of 256 experts, top-4)",
+        "deepseek-v3",
+        batch=1,
+        overrides={
+            **layers(2, 32000),
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "first_k_dense_replace": 1,
+            "n_routed_experts": 16,
+            "n_group": 4,
+            "topk_group": 2,
+            "num_experts_per_tok": 4,
+        },
+    ),
+    Case(
         "xlm-roberta-large (2 of 24, vocab 32000)", "xlm-roberta-large", overrides=layers(2, 32000)
     ),
     Case("modernbert-base (3 of 22)", "modernbert-base", overrides=layers(3)),

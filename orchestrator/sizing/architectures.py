@@ -39,6 +39,7 @@ LLM_FAMILIES = (
     "qwen2_moe",
     "qwen3_moe",
     "deepseek_v2",
+    "deepseek_v3",
 )
 DECODER_FAMILIES = ("gpt2", "gpt_neox", "opt", "llama", "mistral", "qwen2", *LLM_FAMILIES)
 FAMILIES = (
@@ -812,6 +813,7 @@ LLAMA_TRAITS = {
     "qwen2_moe": LlamaTraits(qkv_bias=True, moe="qwen"),
     "qwen3_moe": LlamaTraits(qk_norm="head", moe="qwen"),
     "deepseek_v2": LlamaTraits(moe="deepseek", mla=True),
+    "deepseek_v3": LlamaTraits(moe="deepseek", mla=True),  # sigmoid router: same shapes
 }
 _LLAMA = FamilyKeys(
     kv_heads=("num_key_value_heads",),
@@ -878,7 +880,10 @@ def _mla_weights(cfg: dict[str, Any], d: Dims) -> tuple[list[WeightGroup], MLA]:
     kv_a projection (+ the shared rotary key), its norm, kv_b to per-head keys and values, o."""
     h, layers, heads = d.hidden, d.layers, d.heads
     mla = MLA(
-        q_rank=_int(cfg, "q_lora_rank", default=0),
+        # Absent means transformers' default (1536); null (DeepSeek-V2-Lite) means none.
+        q_rank=0
+        if cfg.get("q_lora_rank", 1536) is None
+        else _int(cfg, "q_lora_rank", default=1536),
         kv_rank=_positive("kv_lora_rank", _int(cfg, "kv_lora_rank", default=512)),
         nope=_int(cfg, "qk_nope_head_dim", default=128),
         rope=_positive("qk_rope_head_dim", _int(cfg, "qk_rope_head_dim", default=64)),

@@ -38,6 +38,7 @@ PUBLISHED = {
     "clip-vit-base-patch32": ("clip", 151.3e6),  # Hub page: 151M params
     "siglip-base-patch16-224": ("siglip", 203e6),  # Hub page: 203M params
     "swin-base": ("swin", 88e6),  # model card / paper: 88M parameters
+    "deepseek-v3": ("deepseek_v3", 671e9),  # model card: 671B main model (+14B MTP, not built)
 }
 
 
@@ -227,3 +228,12 @@ def test_deepseek_v2_latent_attention_and_shared_experts() -> None:
     q_lora = from_hf_config(dict(base, q_lora_rank=1536))
     per_layer = 2048 * 1536 + 1536 + 1536 * 16 * 192 - 2048 * 16 * 192
     assert q_lora.parameters - arch.parameters == 27 * per_layer
+
+
+def test_deepseek_v3_activates_37b_of_671b() -> None:
+    arch = from_hf_config(config("deepseek-v3"))
+    st = arch.stacks[0]
+    assert st.mla is not None and st.mla.q_rank == 1536
+    assert st.moe is not None and (st.moe.experts, st.moe.top_k, st.moe.layers) == (256, 8, 58)
+    active = training_flops_per_sample(arch, JobSpec(batch=1, seq=1)) / 6
+    assert active == pytest.approx(37e9, rel=0.03)  # model card: 37B activated per token
