@@ -5,8 +5,10 @@ An `Architecture` lists every weight tensor group (shape and how many), the tran
 or, for CNNs, the ResNet stages. Nothing here is a parameter-count heuristic: the counts come
 from the same shapes `transformers` builds (checked against published counts in the tests).
 
-Supported `model_type`s: bert, roberta, electra, distilbert, albert, deberta-v2, gpt2,
-gpt_neox, opt, llama, mistral, qwen2, t5, vit, resnet.
+Supported `model_type`s: FAMILIES below (BERT family and ModernBERT; GPT-2, NeoX, OPT and the
+LLaMA-style decoders incl. Gemma 1-3, Phi-3, Qwen3, OLMo-2, Falcon, BLOOM and the MoE families
+Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3; T5, BART/mBART, Whisper; ViT, Swin, CLIP, SigLIP;
+ResNet, ConvNeXt).
 """
 
 from __future__ import annotations
