@@ -24,6 +24,7 @@ Usage: HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/memory_accuracy.py [--only N
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import json
 import os
@@ -55,11 +56,29 @@ class Case:
     lora_rank: int | None = None  # freeze the model, add adapters on q and v
 
 
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers")
+LAYER_KEYS = (
+    "num_hidden_layers",
+    "n_layer",
+    "n_layers",
+    "num_layers",
+    "num_decoder_layers",
+    "encoder_layers",
+    "decoder_layers",
+)
 
 
-def layers(n: int) -> dict[str, Any]:
-    return {"__layers__": n}
+def layers(n: int, vocab: int | None = None) -> dict[str, Any]:
+    return {"__layers__": n, **({"vocab_size": vocab} if vocab else {})}
+
+
+def full_config(name: str) -> dict[str, Any]:
+    """A fixture's config.json, or the config of a catalog model of that name."""
+    path = FIXTURES / f"{name}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    from orchestrator.catalog.loader import find_model
+
+    return copy.deepcopy(dict(find_model(name).config))
 
 
 CASES = [
@@ -88,6 +107,94 @@ CASES = [
     Case("t5-small (6+6)", "t5-small", seq=128, target_seq=64),
     Case("vit-base/16 (2 of 12)", "vit-base-patch16-224", image_size=224, overrides=layers(2)),
     Case("resnet-50", "resnet-50", batch=2, image_size=224),
+    # Families added for issue 10 (configs from the catalog, orchestrator/catalog/data/models.toml;
+    # depth cut, and vocabularies over 64k cut to 32000, to fit a 24 GiB / 2-core machine).
+    Case("gemma-7b (1 of 28, vocab 32000)", "gemma-7b", batch=1, overrides=layers(1, 32000)),
+    Case("gemma-2-9b (1 of 42, vocab 32000)", "gemma-2-9b", batch=1, overrides=layers(1, 32000)),
+    Case("gemma-3-1b (2 of 26, vocab 32000)", "gemma-3-1b", overrides=layers(2, 32000)),
+    Case("phi-3-mini (1 of 32)", "phi-3-mini-4k", batch=1, overrides=layers(1)),
+    Case("qwen3-8b (1 of 36, vocab 32000)", "qwen3-8b", batch=1, overrides=layers(1, 32000)),
+    Case("olmo-2-7b (1 of 32, vocab 32000)", "olmo-2-7b", batch=1, overrides=layers(1, 32000)),
+    Case("falcon-7b MQA (1 of 32)", "falcon-7b", batch=1, overrides=layers(1)),
+    Case("bloom-560m ALiBi (2 of 24, vocab 32000)", "bloom-560m", overrides=layers(2, 32000)),
+    Case(
+        "mixtral-8x7b (1 of 32, MLP 3584)",
+        "mixtral-8x7b",
+        batch=1,
+        overrides={**layers(1), "intermediate_size": 3584},
+    ),
+    Case(
+        "qwen1.5-moe-a2.7b (2 of 24, vocab 32000)",
+        "qwen1.5-moe-a2.7b",
+        batch=1,
+        overrides=layers(2, 32000),
+    ),
+    Case(
+        "qwen3-30b-a3b (1 of 48, 32 of 128 experts, vocab 32000)",
+        "qwen3-30b-a3b",
+        batch=1,
+        overrides={**layers(1, 32000), "num_experts": 32},
+    ),
+    Case(
+        "deepseek-v2-lite MLA+MoE (2 of 27: 1 dense + 1 MoE, vocab 32000)",
+        "deepseek-v2-lite",
+        batch=1,
+        overrides=layers(2, 32000),
+    ),
+    Case(
+        "deepseek-v3 (2 of 61: 1 dense + 1 MoE; hidden 2048, 16 of 256 experts, top-4)",
+        "deepseek-v3",
+        batch=1,
+        overrides={
+            **layers(2, 32000),
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "first_k_dense_replace": 1,
+            "n_routed_experts": 16,
+            "n_group": 4,
+            "topk_group": 2,
+            "num_experts_per_tok": 4,
+        },
+    ),
+    Case(
+        "xlm-roberta-large (2 of 24, vocab 32000)", "xlm-roberta-large", overrides=layers(2, 32000)
+    ),
+    Case("modernbert-base (3 of 22)", "modernbert-base", overrides=layers(3)),
+    Case("bart-large (2+2 of 12+12)", "bart-large", target_seq=64, overrides=layers(2)),
+    Case(
+        "mbart-large-50 pre-LN (2+2, vocab 32000)",
+        "mbart-large-50",
+        target_seq=64,
+        overrides=layers(2, 32000),
+    ),
+    Case(
+        "whisper-small (2+2 of 12+12, 300 of 1500 frames)",
+        "whisper-small",
+        seq=64,
+        target_seq=64,
+        overrides={**layers(2), "max_source_positions": 300},
+    ),
+    Case(
+        "convnext-base (depths 1-1-3-1 of 3-3-27-3)",
+        "convnext-base",
+        image_size=224,
+        overrides={"depths": [1, 1, 3, 1]},
+    ),
+    Case(
+        "clip-vit-base-patch32 (2+2 of 12+12)", "clip-vit-base-patch32", seq=77, overrides=layers(2)
+    ),
+    Case(
+        "siglip-base-patch16-224 (2+2 of 12+12)",
+        "siglip-base-patch16-224",
+        seq=64,
+        overrides=layers(2),
+    ),
+    Case(
+        "swin-base (depths 2-2-2-2 of 2-2-18-2)",
+        "swin-base",
+        image_size=224,
+        overrides={"depths": [2, 2, 2, 2]},
+    ),
     Case("bert-large LoRA r=8 (4 layers)", "bert-large-uncased", overrides=layers(4), lora_rank=8),
     Case("gpt2 LoRA r=8 (4 layers)", "gpt2", overrides=layers(4), lora_rank=8),
     Case("llama-2-7b LoRA r=8 (2 layers)", "llama-2-7b", batch=1, overrides=layers(2), lora_rank=8),
@@ -98,14 +205,19 @@ LORA_TARGETS = ("query", "value", "c_attn", "q_proj", "v_proj")
 
 
 def load_config(case: Case) -> dict[str, Any]:
-    config = json.loads((FIXTURES / f"{case.fixture}.json").read_text())
+    config = full_config(case.fixture)
     for key, value in case.overrides.items():
         if key == "__layers__":
-            for layer_key in LAYER_KEYS:
-                if layer_key in config:
-                    config[layer_key] = value
+            for part in (config, config.get("text_config"), config.get("vision_config")):
+                for layer_key in LAYER_KEYS:
+                    if isinstance(part, dict) and layer_key in part:
+                        part[layer_key] = value
         else:
             config[key] = value
+    for token in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        # A cut vocabulary must still hold the special tokens' ids (padding_idx is checked).
+        if isinstance(config.get(token), int) and config[token] >= config.get("vocab_size", 1e9):
+            config[token] = 0
     return config
 
 
@@ -161,15 +273,30 @@ def inputs_for(config: dict[str, Any], case: Case):
     b, s = case.batch, case.seq
     kind = config["model_type"]
     vocab = config.get("vocab_size", 1000)
-    if kind in ("vit", "resnet"):
+    if kind in ("vit", "resnet", "convnext", "swin"):
         size = case.image_size or 224
         return {
             "pixel_values": torch.randn(b, config.get("num_channels", 3), size, size),
             "labels": torch.randint(0, 1000, (b,)),
         }
     ids = torch.randint(5, min(vocab, 30000), (b, s))
-    if kind == "t5":
-        return {"input_ids": ids, "labels": torch.randint(5, 30000, (b, case.target_seq or s))}
+    if kind in ("clip", "siglip"):  # image-text pairs; the model returns its contrastive loss
+        text = config["text_config"]
+        size = config["vision_config"].get("image_size", 224)
+        return {
+            "input_ids": torch.randint(5, min(text.get("vocab_size", 1000), 30000), (b, s)),
+            "pixel_values": torch.randn(b, 3, size, size),
+            "return_loss": True,
+        }
+    if kind == "whisper":  # log-mel frames: twice the encoder positions (conv2 has stride 2)
+        frames = 2 * config.get("max_source_positions", 1500)
+        return {
+            "input_features": torch.randn(b, config.get("num_mel_bins", 80), frames),
+            "labels": torch.randint(5, min(vocab, 30000), (b, case.target_seq or s)),
+        }
+    if kind in ("t5", "bart", "mbart"):
+        target = torch.randint(5, min(vocab, 30000), (b, case.target_seq or s))
+        return {"input_ids": ids, "labels": target}
     if config.get("architectures", [""])[0] == "ElectraForPreTraining":
         return {"input_ids": ids, "labels": torch.randint(0, 2, (b, s))}
     labels = torch.randint(5, min(vocab, 30000), (b, s))
@@ -180,7 +307,7 @@ def measure(case: Case) -> dict[str, Any]:
     import torch
 
     config = load_config(case)
-    full = json.loads((FIXTURES / f"{case.fixture}.json").read_text())
+    full = full_config(case.fixture)
     full_model = build(full, "meta")
     full_params = sum(p.numel() for p in full_model.parameters())
     del full_model
@@ -234,7 +361,7 @@ def measure(case: Case) -> dict[str, Any]:
 
 def estimate(case: Case) -> dict[str, Any]:
     config = load_config(case)
-    full = json.loads((FIXTURES / f"{case.fixture}.json").read_text())
+    full = full_config(case.fixture)
     arch = from_hf_config(config, case.fixture)
     job = JobSpec(
         hf_config=str(FIXTURES / f"{case.fixture}.json"),

@@ -15,7 +15,9 @@ Conventions (a multiply-add is 2 FLOPs):
 
 from __future__ import annotations
 
-from orchestrator.sizing.architectures import Architecture, ResNet, Stack
+import math
+
+from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
 
 
@@ -45,13 +47,31 @@ def resnet_forward_flops(net: ResNet, image: int) -> float:
     return total + 2.0 * net.stages[-1].out_channels * net.labels
 
 
+def convnext_forward_flops(net: ConvNeXt, image: int) -> float:
+    """Forward FLOPs of one image: stem, per block the 7x7 depthwise conv and the two 1x1
+    linears (4x), the downsampling convs and the classifier."""
+    res = image // net.patch
+    total = _conv(net.channels, net.widths[0], net.patch, res)
+    for i, (width, depth) in enumerate(zip(net.widths, net.depths, strict=True)):
+        if i:
+            res //= 2
+            total += _conv(net.widths[i - 1], width, 2, res)
+        total += depth * (2.0 * 49 * width * res * res + 2 * 2.0 * 4 * width * width * res * res)
+    return total + 2.0 * net.widths[-1] * net.labels
+
+
 def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]:
     """(weight matmul FLOPs, attention score/context FLOPs) of one layer, forward."""
     h, q, kv = st.hidden, st.q_width, st.kv_width
-    mlp = (3 if st.gated else 2) * h * st.intermediate
+    mlp = st.mlp_weights  # MoE: the router and the top-k experts a token goes through
     weights = 2.0 * s * (h * q + 2 * h * kv + q * h + mlp)
+    if st.mla is not None:  # DeepSeek: q, the kv latent, its expansion, o
+        m = st.mla
+        q_in = (h * m.q_rank + m.q_rank * q) if m.q_rank else h * q
+        latent = h * (m.kv_rank + m.rope) + m.kv_rank * st.heads * (m.nope + m.v)
+        weights = 2.0 * s * (q_in + latent + st.heads * m.v * h + mlp)
     causal_factor = 0.5 if (st.causal and sdpa) else 1.0
-    attention = 4.0 * s * s * q * causal_factor
+    attention = 4.0 * s * (st.window or s) * q * causal_factor  # Swin: within windows
     if st.cross_attention:
         weights += 2.0 * s * (h * q + q * h) + 2.0 * src * (2 * h * kv)
         attention += 4.0 * s * src * q
@@ -77,8 +97,12 @@ def _head_flops(arch: Architecture, tokens: int, hidden: int) -> float:
 
 def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
     """FLOPs of forward + backward for one sample of `job` (see the module docstring)."""
-    if arch.resnet is not None:
-        forward = resnet_forward_flops(arch.resnet, job.image_size or arch.image_size)
+    if arch.resnet is not None or arch.convnext is not None:
+        image = job.image_size or arch.image_size
+        if arch.resnet is not None:
+            forward = resnet_forward_flops(arch.resnet, image)
+        else:
+            forward = convnext_forward_flops(arch.convnext, image)
         extra = forward if job.grad_checkpointing else 0.0
         return 3.0 * forward + extra
     sdpa = job.attention == "sdpa" and arch.sdpa
@@ -87,8 +111,20 @@ def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
         lengths = [arch.vision_tokens(image)]
         patches = lengths[0] - 1
         pre = 2.0 * patches * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+    elif arch.kind == "swin":  # one stack per stage, a quarter of the tokens each
+        image = job.image_size or arch.image_size
+        res = image // arch.patch_size
+        lengths = [math.ceil(res / 2**i) ** 2 for i in range(len(arch.stacks))]
+        pre = 2.0 * lengths[0] * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+        pre += sum(
+            2.0 * n * 8 * st.hidden**2 for n, st in zip(lengths[1:], arch.stacks, strict=False)
+        )
+    elif arch.kind == "dual-encoder":  # CLIP: image patches + CLS, then the text
+        image = job.image_size or arch.image_size
+        lengths = [arch.vision_tokens(image), job.seq]
+        pre = 2.0 * (lengths[0] - 1) * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
     elif arch.kind == "encoder-decoder":
-        lengths = [job.seq, job.target_seq or job.seq]
+        lengths = [arch.source_length or job.seq, job.target_seq or job.seq]  # Whisper: fixed
         pre = 0.0
     else:
         lengths = [job.seq]

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.sizing.architectures import Architecture, ResNet, Stack
+from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
 
 MIB = 1024**2
@@ -109,14 +109,19 @@ def _attention_bytes(
         # fp32 log-sum-exp rows; dropout is regenerated from the RNG state, no mask stored.
         return (2 * tq * st.q_width + 2 * tk * st.kv_width) * dt.act + b * st.heads * sq * 4
     # Eager: q, k and v are copied into the batched-matmul layout (HF `repeat_kv` expands GQA
-    # keys and values to full width), then the score matrices.
-    total = (tq + 2 * tk) * st.q_width * dt.act
+    # keys and values to full width; with one kv head and a batch of one, its reshape stays a
+    # stride-0 view that matmul folds without a copy), then the score matrices.
+    kv_saved = st.kv_width if st.kv_heads == 1 and b == 1 else st.q_width
+    total = (tq * st.q_width + 2 * tk * kv_saved) * dt.act
     per_score = dt.softmax
     if st.attn_dropout > 0:
         per_score += dt.mask + dt.softmax  # mask and the dropped-out probabilities
     if dt.amp or (st.softmax_fp32 and dt.act < 4):
         per_score += dt.act  # half copy of the probabilities for the PV matmul
-    total += b * st.heads * sq * skv * per_score
+    if st.attn_softcap:
+        per_score += dt.act  # Gemma 2: tanh(scores / cap) keeps its output
+    # Swin: scores only within each window of `st.window` tokens (+ the bias-table indices).
+    total += b * st.heads * sq * (st.window or skv) * per_score + st.window**2 * 8
     if st.relative == "deberta":
         total += _deberta_bytes(st, b, sq, dt)
     return total
@@ -148,11 +153,78 @@ def _mlp_bytes(st: Stack, dt: Dtypes, frozen: bool) -> float:
             per += dt.mask + (a if keep_linear else 0)
         return inter * per
     else:
-        per = (4 if st.activation == "gelu_new" else 1) * a
+        per = {"gelu_new": 4, "quick_gelu": 2}.get(st.activation, 1) * a
         if st.act_dropout > 0:
             per += dt.mask
         per += a if keep_linear else 0
     return inter * per
+
+
+def _qk_norm_bytes(st: Stack, dt: Dtypes, frozen: bool) -> float:
+    """Per token: RMSNorm of the queries and keys (Qwen3, Gemma 3: per head; OLMo-2: over the
+    whole width), each keeping an fp32 input, fp32 rsqrt rows and the normalised tensor."""
+    if st.qk_norm == "none":
+        return 0.0
+    rows = st.heads + st.kv_heads if st.qk_norm == "head" else 2
+    width = st.q_width + st.kv_width
+    upcast = width * (4 if dt.stream < 4 else dt.stream)
+    return upcast + 4 * rows + (0 if frozen else width * dt.stream)
+
+
+def _moe_bytes(st: Stack, dt: Dtypes) -> float:
+    """Per token, an MoE MLP as transformers runs it in eager mode: the router's input and fp32
+    softmax, the top-k indices; for each of the top-k experts the gathered input row, the
+    gate/up output, the activation, the product, the down output (scaled by the routing
+    weight) and the gather indices; the shared expert as a dense gated MLP plus its gate."""
+    m, h, a = st.moe, st.hidden, dt.act
+    if m is None:
+        return 0.0
+    # Readers of the MLP input: the router, the shared expert's gate/up, its gate linear.
+    readers = 1 + (2 if m.shared_intermediate else 0) + (1 if m.shared_gate else 0)
+    total = h * dt.cast(readers) + m.experts * 4 + m.top_k * 8
+    total += m.top_k * ((2 * h + 4 * m.intermediate) * a + 8 + 8 + 4)
+    if m.shared_intermediate:
+        total += 4 * m.shared_intermediate * a
+    if m.shared_gate:
+        total += h * a + 4 + 4  # sigmoid gate and its product
+    return total
+
+
+def _mla_bytes(st: Stack, b: int, s: int, dt: Dtypes, eager: bool, lora: bool) -> float:
+    """DeepSeek latent attention, from the projections' input to o_proj's input: the latent
+    kv_a output (kept whole by its RMSNorm, which reads a slice of it) with rsqrt and the
+    normalised latent, kv_b's input, the assembled queries and keys (heads x (nope + rope)),
+    kv_b's output (the values are a view of it), o_proj's input, and the score terms."""
+    m, t, heads = st.mla, b * s, st.heads
+    if m is None:
+        return 0.0
+    qk = heads * (m.nope + m.rope)
+    total = t * st.hidden * dt.cast(1 if lora else 2)  # q_proj (or q_a) and kv_a read it
+    if m.q_rank:  # q_a output through its RMSNorm into q_b
+        total += t * (m.q_rank * (4 if dt.stream < 4 else dt.stream) + 4)
+        total += t * m.q_rank * (dt.stream + dt.cast(1))
+    latent = m.kv_rank + m.rope
+    total += t * (latent * (4 if dt.stream < 4 else dt.stream) + 4 + m.kv_rank * dt.stream)
+    total += t * m.kv_rank * dt.cast(1)  # kv_b's input
+    total += t * (2 * qk + heads * (m.nope + m.v)) * dt.act  # queries, keys, kv_b output
+    if not lora:
+        total += t * heads * m.v * dt.act  # o_proj's input
+    if eager:
+        per_score = dt.softmax + (dt.act if dt.amp else 0)
+        if st.attn_dropout > 0:
+            per_score += dt.mask + dt.softmax
+        return total + b * heads * s * s * per_score
+    return total + t * heads * m.v * dt.act + b * heads * s * 4  # SDPA output, log-sum-exp
+
+
+def _mlp_block_bytes(st: Stack, t: int, dt: Dtypes, lora: bool, sparse: bool) -> float:
+    """The MLP sub-block's saved bytes after its norm: dense, or MoE for a sparse layer."""
+    if sparse and st.moe is not None:
+        return t * _moe_bytes(st, dt)
+    total = 0.0
+    if not lora and not (st.single_norm and not dt.amp):
+        total += t * st.hidden * dt.cast(2 if st.gated else 1)  # MLP input projection(s)' input
+    return total + t * _mlp_bytes(st, dt, lora)
 
 
 def layer_bytes(
@@ -163,8 +235,10 @@ def layer_bytes(
     dt: Dtypes,
     eager: bool,
     lora_rank: int = 0,
+    sparse: bool = False,
 ) -> float:
-    """Everything one layer saves for backward (`src`: encoder length for cross-attention).
+    """Everything one layer saves for backward (`src`: encoder length for cross-attention;
+    `sparse`: an MoE layer of an MoE stack).
 
     With LoRA (`lora_rank` > 0) the frozen linears keep no inputs (their weight gradients are
     not needed); non-linearities, norms and attention still save theirs for the gradient
@@ -178,10 +252,16 @@ def layer_bytes(
     total = 0.0
     if st.prenorm:
         total += t * _norm_bytes(st, dt, lora)
-    total += t * h * dt.cast(qkv_readers)  # the q/k/v projections' input
-    total += _attention_bytes(st, b, s, s, dt, eager)
-    if not lora:
-        total += t * st.q_width * dt.act  # output projection's input
+    if st.mla is not None:
+        total += _mla_bytes(st, b, s, dt, eager, lora)
+    else:
+        total += t * h * dt.cast(qkv_readers)  # the q/k/v projections' input
+        total += t * _qk_norm_bytes(st, dt, lora)
+        total += _attention_bytes(st, b, s, s, dt, eager)
+        if not lora:
+            total += t * st.q_width * dt.act  # output projection's input
+    if st.post_norms:  # Gemma 2/3: norms on the attention and the MLP outputs
+        total += 2 * t * _norm_bytes(st, dt, lora)
     if st.attn_out_dropout:
         total += t * h * mask
     if not st.prenorm:
@@ -193,11 +273,9 @@ def layer_bytes(
         if not lora:
             total += t * st.q_width * dt.act
         total += t * h * mask
-    if st.prenorm:
+    if st.prenorm and not st.single_norm:
         total += t * _norm_bytes(st, dt, lora, shares_input=st.parallel_residual)
-    if not lora:
-        total += t * h * dt.cast(2 if st.gated else 1)  # MLP input projection(s)' input
-    total += t * _mlp_bytes(st, dt, lora)
+    total += _mlp_block_bytes(st, t, dt, lora, sparse)
     if st.mlp_out_dropout:
         total += t * h * mask
     if not st.prenorm:
@@ -223,7 +301,8 @@ def _head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, lora: bool) -> f
     keep_linear = not lora
     if head.kind in ("causal-lm", "seq2seq-lm"):
         # lm_head input; log-softmax output in fp32 (HF upcasts logits for the loss); labels.
-        return t * h * dt.cast(1) * keep_linear + t * head.vocab * 4 + t * 8
+        softcap = t * head.vocab * dt.act if head.softcap else 0  # Gemma 2: tanh output
+        return t * h * dt.cast(1) * keep_linear + t * head.vocab * 4 + t * 8 + softcap
     if head.kind == "masked-lm" or (head.kind == "pretraining" and head.vocab):
         e = head.transform
         act = (4 if head.transform_act == "gelu_new" else 1) * dt.act
@@ -286,6 +365,118 @@ def _resnet_bytes(net: ResNet, b: int, image: int, dt: Dtypes, checkpoint: bool)
     return total + b * last * dt.cast(1) + b * (net.labels * 4 + 8)
 
 
+def _audio_frontend_bytes(arch: Architecture, b: int, frames: int, dt: Dtypes, lora: bool) -> float:
+    """Whisper's two GELU 1-D convs: the mel input (read by conv1), conv1's output (GELU input)
+    and the GELU output (read by conv2) at 2 x `frames`, conv2's output (GELU input) at
+    `frames`; the GELU output plus positions is the first layer's input."""
+    d = arch.stacks[0].hidden
+    total = 0.0 if lora else b * arch.mel_bins * 2 * frames * dt.cast(1)
+    return total + b * d * 2 * frames * (dt.act + dt.cast(1)) + b * d * frames * dt.act
+
+
+def _convnext_bytes(net: ConvNeXt, b: int, image: int, dt: Dtypes, checkpoint: bool) -> float:
+    """ConvNeXt per pixel of a stage of width C: each block keeps its input (for the depthwise
+    conv), the LayerNorm input and statistics, the LayerNorm output (pwconv1's input), the
+    4C GELU input and output (pwconv2's input) and pwconv2's output (for the layer scale);
+    the stem and each downsampling keep a LayerNorm input and the conv input."""
+    a = dt.act
+    res = image // net.patch
+    total = b * net.channels * image * image * dt.cast(1)  # the image, read by the stem conv
+    total += b * res * res * (net.widths[0] * dt.stream + 8)  # stem LayerNorm (channels-first)
+    blocks: list[tuple[float, float]] = []  # (a block's saved bytes, its input's bytes)
+    for i, (width, depth) in enumerate(zip(net.widths, net.depths, strict=True)):
+        if i:
+            total += b * res * res * (net.widths[i - 1] * dt.stream + 8)  # downsample norm
+            total += b * res * res * net.widths[i - 1] * dt.cast(1)  # its 2x2 conv's input
+            res //= 2
+        pixels = b * res * res
+        block_in = pixels * width * dt.cast(1)
+        block = block_in + pixels * (width * dt.stream + 8) + pixels * width * dt.cast(1)
+        block += pixels * 4 * width * (a + dt.cast(1)) + pixels * width * a
+        blocks += [(block, block_in)] * depth
+    if checkpoint:
+        total += sum(i for _, i in blocks) + max(s for s, _ in blocks)
+    else:
+        total += sum(s for s, _ in blocks)
+    last = net.widths[-1]
+    # Global average pool, LayerNorm on the pooled vector, the classifier; the loss.
+    return total + b * (last * dt.stream + 8) + b * last * dt.cast(1) + b * (net.labels * 4 + 8)
+
+
+def _dual_encoder_bytes(arch: Architecture, job: JobSpec, dt: Dtypes, eager: bool) -> float:
+    """CLIP: the vision tower over patches + CLS (pixels for the patch conv, pre-LayerNorm),
+    the text tower over `job.seq` tokens (token ids, final LayerNorm), the pooled rows and
+    their projections, and the normalised embeddings and b x b similarities of the loss."""
+    b, lora = job.batch, job.lora_rank or 0
+    vision, text = arch.stacks
+    image = job.image_size or arch.image_size
+    lengths = (arch.vision_tokens(image), job.seq)
+    total = 0.0 if lora else b * arch.channels * image * image * dt.cast(1)
+    if arch.family == "clip":
+        total += b * lengths[0] * (vision.hidden * dt.stream + 8)  # pre_layrnorm
+    total += 0 if lora else b * job.seq * 8 + job.seq * 8  # token and position ids
+    per_layer_max = 0.0
+    for st, s in zip((vision, text), lengths, strict=True):
+        one = layer_bytes(st, b, s, s, dt, eager, lora)
+        per_layer_max = max(per_layer_max, one)
+        if job.grad_checkpointing:
+            total += st.layers * b * s * st.hidden * dt.stream
+        else:
+            total += st.layers * one
+        total += _stack_tail_bytes(st, b * s, dt, bool(lora))
+    if job.grad_checkpointing:
+        total += per_layer_max
+    sv, hv, ht = lengths[0], vision.hidden, text.hidden
+    if arch.family == "siglip":
+        # Vision: attention pooling over the final-LN output (its kv projection's input and
+        # output, the probe's softmax rows), then per image the probe's q path, out_proj,
+        # LayerNorm and MLP; position ids. Text: the head reads a view of the last row, which
+        # keeps the whole final-LN output (under autocast only the row's half copy).
+        total += b * sv * hv * (dt.cast(1) + 2 * dt.act) + b * vision.heads * sv * dt.softmax
+        total += b * (3 * hv * dt.act + hv * dt.stream + 8 + hv * dt.cast(1))
+        total += b * 2 * vision.intermediate * dt.act + sv * 8
+        total += b * ht * dt.act if dt.amp else b * job.seq * ht * dt.stream
+    else:
+        # Vision: post_layernorm reads a view of the CLS row, keeping the whole last hidden
+        # state; text: the EOS rows are gathered (indices kept). Each feeds its projection.
+        total += b * sv * hv * dt.stream + b * 8
+        total += b * 8 + b * (hv + ht) * dt.cast(1)
+    proj = arch.head.labels
+    # L2-normalised embeddings (norm input/output, division), similarity and the two losses.
+    total += 2 * b * (proj * 4 * 3 + 8) + 2 * b * b * 4 * 2 + 2 * b * 8
+    return total
+
+
+def _swin_bytes(arch: Architecture, job: JobSpec, dt: Dtypes, eager: bool) -> float:
+    """Swin: the image (stem conv) and the stem LayerNorm's input; per stage the windowed
+    layers over its tokens (padded to whole windows) and the patch merging (LayerNorm over 4C,
+    the reduction's input); the final LayerNorm, the pooled tokens, classifier and loss."""
+    b, lora = job.batch, job.lora_rank or 0
+    image = job.image_size or arch.image_size
+    res = image // arch.patch_size
+    total = 0.0 if lora else b * arch.channels * image * image * dt.cast(1)
+    total += b * res * res * (arch.stacks[0].hidden * dt.stream + 8)
+    per_layer_max = 0.0
+    for i, st in enumerate(arch.stacks):
+        side = -(-res // math.isqrt(st.window)) * math.isqrt(st.window)
+        tokens = side * side
+        one = layer_bytes(st, b, tokens, tokens, dt, eager, lora)
+        per_layer_max = max(per_layer_max, one)
+        if job.grad_checkpointing:
+            total += st.layers * b * tokens * st.hidden * dt.stream
+        else:
+            total += st.layers * one
+        if i < len(arch.stacks) - 1:
+            merged = math.ceil(res / 2) ** 2
+            total += b * merged * (4 * st.hidden * (dt.stream + dt.cast(1)) + 8)
+            res = -(-res // 2)
+    if job.grad_checkpointing:
+        total += per_layer_max
+    last = arch.stacks[-1].hidden
+    total += b * res * res * (last * (dt.stream + dt.act) + 8)  # final LayerNorm, pooling
+    return total + b * last * dt.cast(1) + b * (arch.head.labels * 4 + 8)
+
+
 def _first_layer_savings(st: Stack, b: int, s: int, dt: Dtypes) -> float:
     """What the first LoRA layer does not save because its input needs no gradient: its
     first norm's input (pre-LN) and the query copy (unless one fused adapter makes q, k and v,
@@ -310,6 +501,13 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     if arch.resnet is not None:
         image = job.image_size or arch.image_size
         return int(_resnet_bytes(arch.resnet, b, image, dt, checkpoint))
+    if arch.convnext is not None:
+        image = job.image_size or arch.image_size
+        return int(_convnext_bytes(arch.convnext, b, image, dt, checkpoint))
+    if arch.kind in ("dual-encoder", "swin"):
+        eager = job.attention == "eager" or not arch.sdpa
+        bytes_of = _swin_bytes if arch.kind == "swin" else _dual_encoder_bytes
+        return int(bytes_of(arch, job, dt, eager))
     eager = job.attention == "eager" or not arch.sdpa
     # LoRA without checkpointing: nothing before the first adapter needs a gradient, so the
     # frozen embeddings save nothing. (With checkpointing PEFT makes the embedding output
@@ -325,7 +523,7 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
         if not frozen_inputs and arch.stacks[0].hidden_dropout > 0:
             total += b * lengths[0] * arch.stacks[0].hidden * dt.mask
     elif arch.kind == "encoder-decoder":
-        lengths = [job.seq, job.target_seq or job.seq]
+        lengths = [arch.source_length or job.seq, job.target_seq or job.seq]
     else:
         lengths = [job.seq]
 
@@ -333,6 +531,11 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     for index, st in enumerate(arch.stacks):
         s = lengths[index]
         t = b * s
+        if arch.mel_bins and index == 0:
+            total += _audio_frontend_bytes(arch, b, s, dt, lora)
+            emb = None  # the encoder reads no token ids
+        elif index == 1 and arch.mel_bins:
+            emb = arch.embedding
         if emb is not None and not lora:
             total += t * 8 * emb.int_inputs  # token ids (and type ids) for the weight grads
         if emb is not None and not frozen_inputs:
@@ -348,11 +551,13 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
             total += st.rel_span * st.hidden * dt.stream  # shared relative embeddings
         src = lengths[0]
         one = layer_bytes(st, b, s, src, dt, eager, job.lora_rank or 0)
-        per_layer_max = max(per_layer_max, one)
+        sparse_layers = st.moe.layers if st.moe is not None else 0
+        sparse = layer_bytes(st, b, s, src, dt, eager, job.lora_rank or 0, True) if st.moe else 0
+        per_layer_max = max(per_layer_max, one if sparse_layers < st.layers else 0, sparse)
         if checkpoint:
             total += st.layers * t * st.hidden * dt.stream  # each layer's input only
         else:
-            total += st.layers * one
+            total += (st.layers - sparse_layers) * one + sparse_layers * sparse
         if frozen_inputs:
             total -= _first_layer_savings(st, b, s, dt)
         total += _stack_tail_bytes(st, t, dt, lora)
@@ -375,11 +580,22 @@ def transient_bytes(arch: Architecture, job: JobSpec) -> int:
         image = job.image_size or arch.image_size
         stem = arch.resnet.embedding_size
         return int(b * stem * math.ceil(image / 2) ** 2 * dt.act * 2)
+    if arch.convnext is not None:  # the first stage's 4C MLP output and its gradient
+        net = arch.convnext
+        image = job.image_size or arch.image_size
+        return int(b * 4 * net.widths[0] * (image // net.patch) ** 2 * dt.act * 2)
     lengths = [job.seq]
     if arch.kind == "vit":
         lengths = [arch.vision_tokens(job.image_size or arch.image_size)]
+    elif arch.kind == "dual-encoder":
+        lengths = [arch.vision_tokens(job.image_size or arch.image_size), job.seq]
+    elif arch.kind == "swin":
+        lengths = [
+            ((job.image_size or arch.image_size) // arch.patch_size // 2**i) ** 2
+            for i in range(len(arch.stacks))
+        ]
     elif arch.kind == "encoder-decoder":
-        lengths = [job.seq, job.target_seq or job.seq]
+        lengths = [arch.source_length or job.seq, job.target_seq or job.seq]
     t_out = b * lengths[-1]
     candidates = [0.0]
     if arch.head.vocab:
@@ -474,7 +690,7 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
     act_bytes = activation_bytes(arch, job)
 
     overhead = CUDA_CONTEXT_BYTES
-    if arch.resnet is not None:
+    if arch.resnet is not None or arch.convnext is not None:
         overhead += CUDNN_WORKSPACE_BYTES
     if gpus > 1:
         overhead += NCCL_BYTES

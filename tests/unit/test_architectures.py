@@ -27,6 +27,7 @@ PUBLISHED = {
     "albert-base-v2": 11_221_680,
     "bert-large-uncased": 335_174_458,
     "deberta-v3-base": 184_551_780,
+    "deepseek-v2-lite": 15_706_484_224,  # model card: 15.7B total (measured: torch meta build)
     "distilbert-base-uncased": 66_985_530,
     "electra-small-discriminator": 13_549_057,
     "gpt2": 124_439_808,
