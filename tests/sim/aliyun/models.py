@@ -4,8 +4,10 @@ One `AliyunBackend` holds every region. Methods take plain Python values (alread
 the RPC parameters by responses.py), check them the way ECS/VPC do, change state under one lock,
 and raise `SimError(code, message, status)` with the documented error codes.
 
-Time is the real UTC clock plus an offset that tests can advance (`advance_clock`), so that
-auto-release (the cloud releasing an expired box by itself) can be observed without waiting.
+Time is the real UTC clock plus an offset that tests can advance (`advance_clock`), or a
+frozen moment (`freeze_clock`) plus that offset, so that a Pending instance, a finishing
+command or auto-release (the cloud releasing an expired box by itself) happens when a test says
+so rather than after a sleep. `wait_for` blocks until the state satisfies a condition.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 import string
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -308,12 +311,16 @@ class AliyunBackend:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        # Notified after every API call and clock change: tests wait on it (`wait_for`)
+        # instead of sleeping and polling.
+        self.changed = threading.Condition(self.lock)
         self.reset()
 
     def reset(self) -> None:
         with self.lock:
             self.settings = Settings()
             self.clock_offset = timedelta()
+            self.frozen_at: datetime | None = None  # set: time stands still until advanced
             self.vpcs: dict[str, Vpc] = {}
             self.vswitches: dict[str, VSwitch] = {}
             self.security_groups: dict[str, SecurityGroup] = {}
@@ -332,12 +339,43 @@ class AliyunBackend:
     # ------------------------------------------------------------------ clock and reaping
 
     def now(self) -> datetime:
-        return datetime.now(UTC) + self.clock_offset
+        base = self.frozen_at if self.frozen_at is not None else datetime.now(UTC)
+        return base + self.clock_offset
 
     def advance_clock(self, seconds: float) -> None:
+        """Move the emulated time on: Pending instances start, invocations finish, expired
+        instances are released; what a test would otherwise sleep for happens at once."""
+        if seconds < 0:
+            raise invalid("the clock only moves forward")
         with self.lock:
             self.clock_offset += timedelta(seconds=seconds)
             self.reap()
+            self.changed.notify_all()
+
+    def freeze_clock(self) -> None:
+        """Stop the emulated time where it is: nothing that waits on time (an instance leaving
+        Pending, a command finishing, auto-release) happens until `advance_clock`."""
+        with self.lock:
+            if self.frozen_at is None:
+                self.frozen_at = datetime.now(UTC)
+
+    def thaw_clock(self) -> None:
+        """Let the emulated time run with the real clock again, from where it stood."""
+        with self.lock:
+            if self.frozen_at is not None:
+                self.clock_offset = self.now() - datetime.now(UTC)
+                self.frozen_at = None
+                self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[], object], timeout: float) -> bool:
+        """Block until `predicate()` (evaluated under the lock after every API call or clock
+        change) is true, or `timeout` seconds pass; returns whether it became true."""
+        with self.changed:
+            return bool(self.changed.wait_for(predicate, timeout))
+
+    def notify(self) -> None:
+        with self.lock:
+            self.changed.notify_all()
 
     def reap(self) -> None:
         """Release pay-as-you-go instances whose auto-release time has passed."""

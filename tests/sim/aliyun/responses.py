@@ -1295,5 +1295,8 @@ def dispatch(backend: AliyunBackend, action: str, params: Params) -> dict[str, A
         )
     with backend.lock:
         backend.request_log.append(action)
-    body = handler(backend, params)
+    try:
+        body = handler(backend, params)
+    finally:
+        backend.notify()  # wake tests waiting on the state (AliyunBackend.wait_for)
     return {"RequestId": new_request_id(), **body}
