@@ -630,52 +630,29 @@ class AliyunBackend:
                 )
             del self.security_groups[group.id]
 
-    def make_rule(self, direction: str, raw: dict[str, str]) -> Rule:
-        protocol = (raw.get("IpProtocol") or "").lower()
-        if protocol not in ("tcp", "udp", "icmp", "icmpv6", "gre", "all"):
-            raise invalid("The specified IpProtocol is not valid.", "InvalidIpProtocol.Malformed")
-        port_range = raw.get("PortRange") or ("-1/-1" if protocol not in ("tcp", "udp") else "")
-        match = re.fullmatch(r"(-?\d+)/(-?\d+)", port_range)
-        if not match:
-            raise invalid("The specified PortRange is not valid.", "InvalidIpPortRange.Malformed")
-        low, high = int(match.group(1)), int(match.group(2))
-        if protocol in ("tcp", "udp"):
-            if not (1 <= low <= high <= 65535):
-                raise invalid(
-                    "The specified PortRange is not valid.", "InvalidIpPortRange.Malformed"
-                )
-        elif (low, high) != (-1, -1):
-            raise invalid(
-                f"Protocol {protocol} only accepts the port range -1/-1.",
-                "InvalidIpPortRange.Malformed",
-            )
-        key = "SourceCidrIp" if direction == "ingress" else "DestCidrIp"
-        cidr = raw.get(key) or ""
-        if not cidr:
-            raise SimError("MissingParameter", f"The input parameter {key} is mandatory.")
-        try:
-            cidr = str(ipaddress.ip_network(cidr, strict=False))
-        except ValueError:
-            raise invalid(f"The specified {key} is not valid.", "InvalidParam.CidrIp") from None
-        policy = (raw.get("Policy") or "accept").lower()
-        if policy not in ("accept", "drop"):
-            raise invalid("The specified Policy is not valid.", "InvalidPolicy.Malformed")
-        try:
-            priority = int(raw.get("Priority") or 1)
-        except ValueError:
-            priority = 0
-        if not 1 <= priority <= 100:
-            raise invalid("The specified Priority is not valid.", "InvalidPriority.Malformed")
+    def new_rule(
+        self,
+        *,
+        direction: str,
+        ip_protocol: str,
+        port_range: str,
+        cidr: str,
+        policy: str = "accept",
+        priority: int = 1,
+        nic_type: str = "intranet",
+        description: str = "",
+    ) -> Rule:
+        """A rule from parsed values (responses.rule_of checks their formats)."""
         return Rule(
             id=new_id("sgr", "rule"),
             direction=direction,
-            ip_protocol=protocol,
+            ip_protocol=ip_protocol,
             port_range=port_range,
             cidr=cidr,
             policy=policy,
             priority=priority,
-            nic_type=raw.get("NicType") or "intranet",
-            description=raw.get("Description") or "",
+            nic_type=nic_type,
+            description=description,
             created_at=self.now(),
         )
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +31,7 @@ from tests.sim.aliyun.models import (
     Disk,
     Instance,
     MarketRequest,
+    Rule,
     SecurityGroup,
     SimError,
     SystemDiskRequest,
@@ -655,7 +658,54 @@ def describe_security_group_attribute(backend: AliyunBackend, params: Params) ->
     }
 
 
-def _rules_from(backend: AliyunBackend, params: Params, direction: str) -> list:
+def rule_of(backend: AliyunBackend, direction: str, raw: dict[str, str]) -> Rule:
+    """One Permissions.N entry -> a Rule, with AuthorizeSecurityGroup's format checks."""
+    protocol = (raw.get("IpProtocol") or "").lower()
+    if protocol not in ("tcp", "udp", "icmp", "icmpv6", "gre", "all"):
+        raise invalid("The specified IpProtocol is not valid.", "InvalidIpProtocol.Malformed")
+    port_range = raw.get("PortRange") or ("-1/-1" if protocol not in ("tcp", "udp") else "")
+    match = re.fullmatch(r"(-?\d+)/(-?\d+)", port_range)
+    if not match:
+        raise invalid("The specified PortRange is not valid.", "InvalidIpPortRange.Malformed")
+    low, high = int(match.group(1)), int(match.group(2))
+    if protocol in ("tcp", "udp"):
+        if not (1 <= low <= high <= 65535):
+            raise invalid("The specified PortRange is not valid.", "InvalidIpPortRange.Malformed")
+    elif (low, high) != (-1, -1):
+        raise invalid(
+            f"Protocol {protocol} only accepts the port range -1/-1.",
+            "InvalidIpPortRange.Malformed",
+        )
+    key = "SourceCidrIp" if direction == "ingress" else "DestCidrIp"
+    cidr = raw.get(key) or ""
+    if not cidr:
+        raise SimError("MissingParameter", f"The input parameter {key} is mandatory.")
+    try:
+        cidr = str(ipaddress.ip_network(cidr, strict=False))
+    except ValueError:
+        raise invalid(f"The specified {key} is not valid.", "InvalidParam.CidrIp") from None
+    policy = (raw.get("Policy") or "accept").lower()
+    if policy not in ("accept", "drop"):
+        raise invalid("The specified Policy is not valid.", "InvalidPolicy.Malformed")
+    try:
+        priority = int(raw.get("Priority") or 1)
+    except ValueError:
+        priority = 0
+    if not 1 <= priority <= 100:
+        raise invalid("The specified Priority is not valid.", "InvalidPriority.Malformed")
+    return backend.new_rule(
+        direction=direction,
+        ip_protocol=protocol,
+        port_range=port_range,
+        cidr=cidr,
+        policy=policy,
+        priority=priority,
+        nic_type=raw.get("NicType") or "intranet",
+        description=raw.get("Description") or "",
+    )
+
+
+def _rules_from(backend: AliyunBackend, params: Params, direction: str) -> list[Rule]:
     raws = indexed_objects(params, "Permissions")
     if not raws and params.get("IpProtocol"):  # the older, single-rule parameter style
         raws = [
@@ -674,7 +724,7 @@ def _rules_from(backend: AliyunBackend, params: Params, direction: str) -> list:
                 if k in params
             }
         ]
-    return [backend.make_rule(direction, raw) for raw in raws]
+    return [rule_of(backend, direction, raw) for raw in raws]
 
 
 def _authorize(direction: str) -> Handler:
@@ -1183,7 +1233,6 @@ def create_vswitch(backend: AliyunBackend, params: Params) -> dict[str, Any]:
 
 
 def _vswitch_shape(backend: AliyunBackend, vswitch: Any) -> dict[str, Any]:
-    import ipaddress
 
     used = sum(i.vswitch_id == vswitch.id for i in backend.instances.values())
     total = ipaddress.ip_network(vswitch.cidr_block).num_addresses - 4
