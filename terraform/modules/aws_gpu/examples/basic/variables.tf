@@ -5,7 +5,7 @@ variable "region" {
 }
 
 variable "ssh_public_key" {
-  description = "OpenSSH public key line, e.g. the contents of ~/.ssh/id_ed25519.pub."
+  description = "OpenSSH public key line (the contents of your .pub file)."
   type        = string
 }
 
