@@ -99,12 +99,12 @@ def test_hostile_values_arrive_verbatim(terraform_env, moto_ami, tmp_path):
         "orch:owner": owner,
         "orch:expires-at": "2026-12-02T21:00:00Z",
     }
-    assert planned["aws_instance.box"]["tags"] == expected
-    assert planned["aws_instance.box"]["tags_all"] == {**expected, "orch:managed-by": "orch"}
-    assert planned["aws_key_pair.box"]["tags"] == expected
-    assert planned["aws_security_group.box"]["tags"] == expected
-    assert planned["aws_instance.box"]["root_block_device"][0]["tags"] == expected
-    assert planned["aws_security_group.box"]["ingress"][0]["cidr_blocks"] == ["192.0.2.1/32"]
+    assert planned["aws_instance.this"]["tags"] == expected
+    assert planned["aws_instance.this"]["tags_all"] == {**expected, "orch:managed-by": "orch"}
+    assert planned["aws_key_pair.this"]["tags"] == expected
+    assert planned["aws_security_group.this"]["tags"] == expected
+    assert planned["aws_instance.this"]["root_block_device"][0]["tags"] == expected
+    assert planned["aws_security_group.this"]["ingress"][0]["cidr_blocks"] == ["192.0.2.1/32"]
 
 
 def test_module_refuses_world_ssh_even_if_orch_were_bypassed(terraform_env, moto_ami, tmp_path):

@@ -70,9 +70,8 @@ def test_check_via_cloud_assistant(tmp_path, monkeypatch):
         group = backend.create_security_group(region, vpc.id, "g", "", "normal", {})
         image = next(i.image_id for i in SYSTEM_IMAGES if "ubuntu_22_04" in i.image_id)
         (instance_id,) = backend.run_instances(
-            region,
-            {"InstanceType": "ecs.gn6i-c4g1.xlarge", "ImageId": image,
-             "VSwitchId": vswitch.id, "SecurityGroupIds": [group.id], "Tags": {}},
+            region=region, instance_type="ecs.gn6i-c4g1.xlarge", image_id=image,
+            vswitch_id=vswitch.id, security_group_ids=[group.id],
         )  # fmt: skip
         # The box answers our probe with the captured T4 inventory.
         backend.add_command_output(r"nvidia-smi --query-gpu=index,name,", csv_of("t4"))

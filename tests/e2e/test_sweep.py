@@ -293,17 +293,14 @@ def aliyun_box(
     if not count:
         return {"group": group.id, "key": key.name, "instances": set(), **network}
     ids = backend.run_instances(
-        ALIYUN_REGION,
-        {
-            "InstanceType": ALIYUN_TYPE,
-            "ImageId": image,
-            "VSwitchId": vswitch.id,
-            "SecurityGroupIds": [group.id],
-            "KeyPairName": key.name,
-            "Amount": str(count),
-            "MinAmount": str(count),
-            "Tags": labels,
-        },
+        region=ALIYUN_REGION,
+        instance_type=ALIYUN_TYPE,
+        image_id=image,
+        vswitch_id=vswitch.id,
+        security_group_ids=[group.id],
+        key_pair_name=key.name,
+        amount=count,
+        tags=labels,
     )
     return {"group": group.id, "key": key.name, "instances": set(ids), **network}
 

@@ -21,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8950, help="TCP port on 127.0.0.1 (0: any)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--launch-delay", type=float, help="seconds an instance stays Pending")
+    parser.add_argument(
+        "--frozen-clock",
+        action="store_true",
+        help="start with time standing still (advance it: POST /_sim/clock)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
 
@@ -29,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     server = EmulatorServer(args.port, host=args.host, verbose=args.verbose)
     if args.launch_delay is not None:
         server.backend.settings.launch_delay_s = args.launch_delay
+    if args.frozen_clock:
+        server.backend.freeze_clock()
     print(f"aliyun emulator (ECS + VPC) listening on {server.endpoint}", flush=True)
     print(f"  export ALIBABA_CLOUD_ENDPOINT_ECS={server.endpoint}", flush=True)
     print(f"  export ALIBABA_CLOUD_ENDPOINT_VPC={server.endpoint}", flush=True)

@@ -43,15 +43,13 @@ def launch(sim: RunningEmulator, instance_type: str, amount: int = 1, **tags: st
     vswitch = backend.create_vswitch(REGION, vpc.id, "cn-hangzhou-k", "10.0.0.0/24", "s", "", {})
     group = backend.create_security_group(REGION, vpc.id, "g", "", "normal", {})
     return backend.run_instances(
-        REGION,
-        {
-            "InstanceType": instance_type,
-            "ImageId": "ubuntu_22_04_x64_20G_alibase_20241120.vhd",
-            "VSwitchId": vswitch.id,
-            "SecurityGroupIds": [group.id],
-            "Amount": str(amount),
-            "Tags": tags,
-        },
+        region=REGION,
+        instance_type=instance_type,
+        image_id="ubuntu_22_04_x64_20G_alibase_20241120.vhd",
+        vswitch_id=vswitch.id,
+        security_group_ids=[group.id],
+        amount=amount,
+        tags=tags,
     )
 
 

@@ -7,7 +7,7 @@ import json
 import socket
 import subprocess
 import sys
-import time
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -103,6 +103,7 @@ def describe(ecs: Client, **filters: Any) -> Any:
 
 def test_run_describe_and_delete_an_instance(ecs, sim):
     sim.backend.settings.launch_delay_s = 0.4
+    sim.backend.freeze_clock()  # Pending until the test moves the clock, however slow it runs
     _, vswitch, group = network(ecs)
     [instance_id] = run(ecs, vswitch, group)
 
@@ -127,7 +128,7 @@ def test_run_describe_and_delete_an_instance(ecs, sim):
         )
     )
     assert (pending.code, pending.status_code) == ("IncorrectInstanceStatus.Initializing", 403)
-    time.sleep(0.5)
+    sim.backend.advance_clock(0.5)
     assert describe(ecs, instance_ids=json.dumps([instance_id])).instances.instance[0].status == (
         "Running"
     )
@@ -391,6 +392,7 @@ def test_images_zones_stock_and_prices(ecs, sim):
 
 def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
     sim.backend.settings.command_delay_s = 0.3
+    sim.backend.freeze_clock()
     _, vswitch, group = network(ecs)
     [instance_id] = run(ecs, vswitch, group, instance_type="ecs.gn7i-c8g1.2xlarge")
     invoke_id = ecs.run_command(
@@ -411,7 +413,7 @@ def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
         return body.invocation.invocation_results.invocation_result[0]
 
     assert result().invoke_record_status == "Running"
-    time.sleep(0.4)
+    sim.backend.advance_clock(0.4)
     done = result()
     assert (done.invoke_record_status, done.invocation_status, done.exit_code) == (
         "Finished",
@@ -428,7 +430,7 @@ def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
             instance_id=[instance_id],
         )
     ).body.invoke_id
-    time.sleep(0.4)
+    sim.backend.advance_clock(0.4)
     body = ecs.describe_invocation_results(
         models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=failed)
     ).body
@@ -438,6 +440,50 @@ def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
         127,
         "ExitCodeNonzero",
     )
+
+
+# ---------------------------------------------------------------------------- clock
+
+
+def test_a_frozen_clock_keeps_an_instance_pending_until_it_is_advanced(ecs, sim):
+    sim.backend.settings.launch_delay_s = 30.0
+    status, body = raw(f"{sim.endpoint}/_sim/clock", data=json.dumps({"freeze": True}).encode())
+    assert status == 200
+    frozen = body["now"]
+    _, vswitch, group = network(ecs)
+    [instance_id] = run(ecs, vswitch, group)
+    assert describe(ecs).instances.instance[0].status == "Pending"
+    assert sim.backend.summary()["now"] == frozen  # time stands still while requests go on
+
+    status, body = raw(
+        f"{sim.endpoint}/_sim/clock", data=json.dumps({"advance_seconds": 30}).encode()
+    )
+    assert status == 200 and body["now"] > frozen
+    advanced = body["now"]
+    assert describe(ecs).instances.instance[0].status == "Running"
+    ecs.delete_instance(models.DeleteInstanceRequest(instance_id=instance_id, force=True))
+
+    for bad in ({"advance_seconds": -1}, {"freeze": "yes"}, {"rewind": 3}, {}):
+        status, body = raw(f"{sim.endpoint}/_sim/clock", data=json.dumps(bad).encode())
+        assert (status, body["Code"]) == (400, "InvalidParameter"), bad
+
+    raw(f"{sim.endpoint}/_sim/clock", data=json.dumps({"freeze": False}).encode())
+    assert sim.backend.frozen_at is None
+    # Thawed, time runs on from where the test left it, not back at the real clock.
+    assert sim.backend.now().strftime("%Y-%m-%dT%H:%M:%SZ") >= advanced
+
+
+def test_wait_for_wakes_up_on_the_api_call_that_makes_it_true(ecs, sim):
+    _, vswitch, group = network(ecs)
+    assert sim.backend.wait_for(lambda: sim.backend.instances, timeout=0.05) is False
+    seen: list[bool] = []
+    waiter = threading.Thread(
+        target=lambda: seen.append(sim.backend.wait_for(lambda: sim.backend.instances, 30))
+    )
+    waiter.start()
+    run(ecs, vswitch, group)
+    waiter.join(timeout=30)
+    assert seen == [True]
 
 
 # ---------------------------------------------------------------------------- protocol

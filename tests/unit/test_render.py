@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import partial
 from pathlib import Path
 
@@ -78,18 +79,23 @@ def test_backend_blocks():
 
 
 def test_every_module_input_is_wired():
-    """Each module variable is passed from a root variable of the same name."""
+    """Each module variable is passed from root variables (renamed inputs map old root names)."""
     module_vars = Path(resource_path("terraform/modules/aws_gpu")) / "variables.tf"
-    names = [
-        line.split('"')[1]
-        for line in module_vars.read_text().splitlines()
-        if line.startswith("variable ")
-    ]
+    names = re.findall(r'^variable "([^"]+)"', module_vars.read_text(), flags=re.M)
     main = render_hcl("aws", "local")["main.tf"]
     variables = render_hcl("aws", "local")["variables.tf"]
-    for name in names:
-        assert f"= var.{name}\n" in main, name
-        assert f'variable "{name}"' in variables, name
+    root_vars = set(re.findall(r'^variable "([^"]+)"', variables, flags=re.M))
+    block = main.split('module "box" {', 1)[1]
+    arguments = dict(re.findall(r"^  (\w+)\s+= (.+)$", block, flags=re.M))
+    arguments.pop("source")
+    # Knobs orch leaves at the module's (secure) default: gp3, encrypted.
+    assert set(names) - set(arguments) == {"root_volume_type", "root_volume_encrypted"}
+    assert set(arguments) <= set(names)
+    referenced = set(re.findall(r"\bvar\.(\w+)", " ".join(arguments.values())))
+    assert referenced <= root_vars
+    # The provider takes the rest; every tfvars key still reaches Terraform.
+    assert root_vars - referenced == {"region", "aws_skip_checks", "default_tags"}
+    assert set(tfvars(request())) <= root_vars
 
 
 def test_tfvars_for_an_ssm_image_on_demand():

@@ -1,6 +1,8 @@
 # One GPU box on Alibaba Cloud ECS: its own VPC + vSwitch (unless given one), a security group
 # that lets SSH in from the given blocks only, a key pair, and a pay-as-you-go (optionally
-# spot) instance that ECS releases by itself at auto_release_time.
+# spot) instance that ECS releases by itself at auto_release_time. Naming follows
+# terraform-aws-modules (one resource of a kind is `this`), and inputs that mean the same as in
+# terraform/modules/aws_gpu carry the same names.
 
 locals {
   public_key = trimspace(var.ssh_public_key)
@@ -13,6 +15,13 @@ locals {
     "orch:owner"      = var.owner
     "orch:expires-at" = var.expires_at
   })
+
+  # create_spot_instance + spot_price (the names aws_gpu uses) -> ECS SpotStrategy: spot at
+  # the market price capped at pay-as-you-go (SpotAsPriceGo), or up to spot_price.
+  spot_strategy = (
+    !var.create_spot_instance ? "NoSpot" :
+    var.spot_price == null ? "SpotAsPriceGo" : "SpotWithPriceLimit"
+  )
 
   new_network = var.vswitch_id == null
   zone_id     = var.zone_id != null ? var.zone_id : try(data.alicloud_zones.this[0].ids[0], null)
@@ -27,9 +36,9 @@ data "alicloud_zones" "this" {
 
   available_instance_type     = var.instance_type
   available_resource_creation = "VSwitch"
-  available_disk_category     = var.system_disk_category
+  available_disk_category     = var.root_volume_type
   instance_charge_type        = "PostPaid"
-  spot_strategy               = var.spot_strategy
+  spot_strategy               = local.spot_strategy
 }
 
 data "alicloud_images" "this" {
@@ -64,7 +73,7 @@ resource "alicloud_vswitch" "this" {
     # fails over to the plan's next candidate either way.
     precondition {
       condition     = local.zone_id != null
-      error_message = "OperationDenied.NoStock: no zone sells ${var.instance_type} (${var.spot_strategy}, ${var.system_disk_category} system disk) right now."
+      error_message = "OperationDenied.NoStock: no zone sells ${var.instance_type} (${local.spot_strategy}, ${var.root_volume_type} system disk) right now."
     }
   }
 }
@@ -108,13 +117,13 @@ resource "alicloud_instance" "this" {
   security_groups   = [alicloud_security_group.this.id]
   key_name          = alicloud_ecs_key_pair.this.key_pair_name
 
-  system_disk_category  = var.system_disk_category
-  system_disk_size      = var.system_disk_size
-  system_disk_encrypted = var.system_disk_encrypted
+  system_disk_category  = var.root_volume_type
+  system_disk_size      = var.root_volume_size
+  system_disk_encrypted = var.root_volume_encrypted
 
   instance_charge_type = "PostPaid"
-  spot_strategy        = var.spot_strategy
-  spot_price_limit     = var.spot_strategy == "SpotWithPriceLimit" ? var.spot_price_limit : null
+  spot_strategy        = local.spot_strategy
+  spot_price_limit     = local.spot_strategy == "SpotWithPriceLimit" ? var.spot_price : null
 
   internet_charge_type       = "PayByTraffic"
   internet_max_bandwidth_out = var.internet_max_bandwidth_out

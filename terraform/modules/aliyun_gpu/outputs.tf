@@ -1,3 +1,7 @@
+# instance_id, instance_type, public_ip, private_ip, availability_zone, image_id, ssh_user,
+# security_group_id, key_name and vpc_id mean the same in terraform/modules/aws_gpu. orch reads
+# instance_id, public_ip, private_ip and ssh_user (status, check).
+
 output "instance_id" {
   description = "ECS instance id."
   value       = alicloud_instance.this.id
@@ -29,7 +33,7 @@ output "instance_type" {
 }
 
 output "spot_strategy" {
-  description = "NoSpot, SpotAsPriceGo or SpotWithPriceLimit."
+  description = "ECS spot strategy the instance runs with: NoSpot, SpotAsPriceGo or SpotWithPriceLimit."
   value       = alicloud_instance.this.spot_strategy
 }
 

@@ -1,3 +1,8 @@
+# Inputs shared with terraform/modules/aws_gpu carry the same names and meanings there:
+# name, owner, expires_at, instance_type, image_id, image_name_regex, image_owners,
+# root_volume_size, root_volume_type, root_volume_encrypted, create_spot_instance, spot_price,
+# user_data, ssh_public_key, ssh_user, ssh_ingress_cidrs, allow_world_ssh, tags.
+
 variable "name" {
   description = "Box name: goes into resource names (orch-<name>) and the orch:box tag."
   type        = string
@@ -47,15 +52,25 @@ variable "instance_type" {
 }
 
 variable "zone_id" {
-  description = "Zone to launch in; null picks the first zone (alphabetically) that sells instance_type with system_disk_category for this market (data \"alicloud_zones\"). Ignored when vswitch_id is set."
+  description = "Zone to launch in; null picks the first zone (alphabetically) that sells instance_type with root_volume_type for this market (data \"alicloud_zones\"). Ignored when vswitch_id is set."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.zone_id == null || can(regex("^[a-z]{2}-[a-z0-9-]+$", var.zone_id))
+    error_message = "zone_id must look like cn-hangzhou-h or ap-southeast-1a."
+  }
 }
 
 variable "image_id" {
   description = "Image id to boot; null means the newest image from image_owners whose name matches image_name_regex."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.image_id == null || can(regex("^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", var.image_id))
+    error_message = "image_id must be an ECS image id such as m-bp1abc... or ubuntu_22_04_x64_20G_alibase_20241120.vhd."
+  }
 }
 
 variable "image_name_regex" {
@@ -80,53 +95,55 @@ variable "image_owners" {
   }
 }
 
-variable "system_disk_category" {
-  description = "System disk category."
-  type        = string
-  default     = "cloud_essd"
-
-  validation {
-    condition     = contains(["cloud_essd", "cloud_ssd", "cloud_efficiency", "cloud_auto", "cloud_essd_entry"], var.system_disk_category)
-    error_message = "system_disk_category must be one of cloud_essd, cloud_ssd, cloud_efficiency, cloud_auto, cloud_essd_entry."
-  }
-}
-
-variable "system_disk_size" {
-  description = "System disk size in GiB."
+variable "root_volume_size" {
+  description = "Root (system) disk size in GiB."
   type        = number
   default     = 100
 
   validation {
-    condition     = var.system_disk_size >= 20 && var.system_disk_size <= 2048 && floor(var.system_disk_size) == var.system_disk_size
-    error_message = "system_disk_size must be a whole number of GiB between 20 and 2048."
+    condition     = var.root_volume_size >= 20 && var.root_volume_size <= 2048 && floor(var.root_volume_size) == var.root_volume_size
+    error_message = "root_volume_size must be a whole number of GiB between 20 and 2048."
   }
 }
 
-variable "system_disk_encrypted" {
-  description = "Encrypt the system disk (with the account's default KMS key)."
+variable "root_volume_type" {
+  description = "Root (system) disk category."
+  type        = string
+  default     = "cloud_essd"
+
+  validation {
+    condition     = contains(["cloud_essd", "cloud_ssd", "cloud_efficiency", "cloud_auto", "cloud_essd_entry"], var.root_volume_type)
+    error_message = "root_volume_type must be one of cloud_essd, cloud_ssd, cloud_efficiency, cloud_auto, cloud_essd_entry."
+  }
+}
+
+variable "root_volume_encrypted" {
+  description = "Encrypt the root (system) disk (with the account's default KMS key)."
   type        = bool
   default     = true
 }
 
-variable "spot_strategy" {
-  description = "NoSpot (pay-as-you-go), SpotAsPriceGo (spot at the market price, capped at the pay-as-you-go price) or SpotWithPriceLimit (spot up to spot_price_limit)."
-  type        = string
-  default     = "NoSpot"
+# --- market ------------------------------------------------------------------------------
 
-  validation {
-    condition     = contains(["NoSpot", "SpotAsPriceGo", "SpotWithPriceLimit"], var.spot_strategy)
-    error_message = "spot_strategy must be one of NoSpot, SpotAsPriceGo, SpotWithPriceLimit."
-  }
+variable "create_spot_instance" {
+  description = "Run as a spot (preemptible) instance instead of pay-as-you-go: SpotAsPriceGo, or SpotWithPriceLimit when spot_price is set."
+  type        = bool
+  default     = false
 }
 
-variable "spot_price_limit" {
-  description = "Highest hourly price for SpotWithPriceLimit, in the account's currency."
+variable "spot_price" {
+  description = "Highest hourly spot price, in the account's currency; null pays the market price, capped at the pay-as-you-go price."
   type        = number
   default     = null
 
   validation {
-    condition     = var.spot_strategy != "SpotWithPriceLimit" || (var.spot_price_limit != null && try(var.spot_price_limit > 0, false))
-    error_message = "spot_price_limit must be a positive number when spot_strategy is SpotWithPriceLimit."
+    condition     = var.spot_price == null || try(var.spot_price > 0, false)
+    error_message = "spot_price must be a positive hourly price, or null."
+  }
+
+  validation {
+    condition     = var.spot_price == null || var.create_spot_instance
+    error_message = "spot_price is a spot bid: it needs create_spot_instance = true."
   }
 }
 
@@ -142,9 +159,14 @@ variable "internet_max_bandwidth_out" {
 }
 
 variable "user_data" {
-  description = "Script or cloud-config run at first boot, as plain text (the module base64-encodes it; ECS allows 32 KB)."
+  description = "Script or cloud-config run at first boot, as plain text (the module base64-encodes it; ECS allows 32 KB encoded)."
   type        = string
   default     = ""
+
+  validation {
+    condition     = length(base64encode(var.user_data)) <= 32768
+    error_message = "user_data must fit in 32 KB once base64-encoded (the ECS limit)."
+  }
 }
 
 variable "ssh_public_key" {
@@ -161,10 +183,15 @@ variable "ssh_user" {
   description = "Login user of the image; passed through to the ssh_user output (root on Alibaba Cloud public images)."
   type        = string
   default     = "root"
+
+  validation {
+    condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.ssh_user))
+    error_message = "ssh_user must be a POSIX user name such as root or ecs-user."
+  }
 }
 
 variable "ssh_ingress_cidrs" {
-  description = "IPv4 blocks allowed to reach TCP 22. Nothing else is opened."
+  description = "IPv4 CIDR blocks allowed to reach TCP 22; nothing else is opened. A /0 block needs allow_world_ssh = true."
   type        = list(string)
 
   validation {
@@ -220,12 +247,22 @@ variable "vswitch_id" {
     condition     = (var.vswitch_id == null) == (var.vpc_id == null)
     error_message = "vswitch_id and vpc_id go together: set both (existing network) or neither (a new one)."
   }
+
+  validation {
+    condition     = var.vswitch_id == null || can(regex("^vsw-[a-z0-9]+$", var.vswitch_id))
+    error_message = "vswitch_id must look like vsw-bp1abc...."
+  }
 }
 
 variable "vpc_id" {
   description = "VPC of vswitch_id (the security group is created there)."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.vpc_id == null || can(regex("^vpc-[a-z0-9]+$", var.vpc_id))
+    error_message = "vpc_id must look like vpc-bp1abc...."
+  }
 }
 
 variable "tags" {

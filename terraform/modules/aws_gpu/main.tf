@@ -1,3 +1,8 @@
+# One EC2 GPU instance for a training job: a security group that lets SSH in from the given
+# blocks only, a key pair, and an instance with IMDSv2, an encrypted root volume and optional
+# one-time spot capacity. Layout and naming follow terraform-aws-modules (one resource of a
+# kind is `this`; see terraform-aws-modules/terraform-aws-ec2-instance).
+
 locals {
   orch_tags = {
     "Name"            = var.name
@@ -7,34 +12,34 @@ locals {
   }
   tags = merge(var.tags, local.orch_tags)
 
-  ami_id = (
-    var.image_source == "id" ? var.ami_id :
-    var.image_source == "ssm_parameter" ? one(data.aws_ssm_parameter.ami[*].insecure_value) :
-    one(data.aws_ami.filtered[*].id)
+  image_id = (
+    var.image_source == "id" ? var.image_id :
+    var.image_source == "ssm_parameter" ? one(data.aws_ssm_parameter.this[*].insecure_value) :
+    one(data.aws_ami.this[*].id)
   )
 
   # The security group must sit in the instance's VPC: the given subnet's, else the default.
   vpc_id = (
-    var.subnet_id != null ? one(data.aws_subnet.given[*].vpc_id) :
-    one(data.aws_vpc.default[*].id)
+    var.subnet_id != null ? one(data.aws_subnet.this[*].vpc_id) :
+    one(data.aws_vpc.this[*].id)
   )
 }
 
 # --- image -------------------------------------------------------------------------------
 
-data "aws_ssm_parameter" "ami" {
+data "aws_ssm_parameter" "this" {
   count = var.image_source == "ssm_parameter" ? 1 : 0
-  name  = var.ami_ssm_parameter
+  name  = var.image_ssm_parameter
 }
 
-data "aws_ami" "filtered" {
+data "aws_ami" "this" {
   count       = var.image_source == "name_filter" ? 1 : 0
   most_recent = true
-  owners      = var.ami_owners
-  name_regex  = var.ami_name_regex
+  owners      = var.image_owners
+  name_regex  = var.image_name_regex
 
   dynamic "filter" {
-    for_each = var.ami_name_filter == null ? [] : [var.ami_name_filter]
+    for_each = var.image_name_filter == null ? [] : [var.image_name_filter]
     content {
       name   = "name"
       values = [filter.value]
@@ -49,17 +54,17 @@ data "aws_ami" "filtered" {
 
 # --- network -----------------------------------------------------------------------------
 
-data "aws_vpc" "default" {
+data "aws_vpc" "this" {
   count   = var.subnet_id == null ? 1 : 0
   default = true
 }
 
-data "aws_subnet" "given" {
+data "aws_subnet" "this" {
   count = var.subnet_id == null ? 0 : 1
   id    = var.subnet_id
 }
 
-resource "aws_security_group" "box" {
+resource "aws_security_group" "this" {
   name_prefix = "orch-${var.name}-"
   description = "orch box ${var.name}: SSH from the given CIDR blocks only"
   vpc_id      = local.vpc_id
@@ -86,7 +91,7 @@ resource "aws_security_group" "box" {
   }
 }
 
-resource "aws_key_pair" "box" {
+resource "aws_key_pair" "this" {
   key_name_prefix = "orch-${var.name}-"
   public_key      = var.ssh_public_key
   tags            = local.tags
@@ -94,12 +99,12 @@ resource "aws_key_pair" "box" {
 
 # --- instance ----------------------------------------------------------------------------
 
-resource "aws_instance" "box" {
-  ami                    = local.ami_id
+resource "aws_instance" "this" {
+  ami                    = local.image_id
   instance_type          = var.instance_type
   subnet_id              = var.subnet_id
-  vpc_security_group_ids = [aws_security_group.box.id]
-  key_name               = aws_key_pair.box.key_name
+  vpc_security_group_ids = [aws_security_group.this.id]
+  key_name               = aws_key_pair.this.key_name
   user_data              = var.user_data == "" ? null : var.user_data
 
   # `shutdown -h` inside the guest (the TTL timer) ends the box instead of parking it.
@@ -112,21 +117,22 @@ resource "aws_instance" "box" {
   }
 
   root_block_device {
-    volume_size           = var.root_volume_gib
-    volume_type           = "gp3"
-    encrypted             = true
+    volume_size           = var.root_volume_size
+    volume_type           = var.root_volume_type
+    encrypted             = var.root_volume_encrypted
     delete_on_termination = true
     tags                  = local.tags
   }
 
   dynamic "instance_market_options" {
-    for_each = var.market == "spot" ? [1] : []
+    for_each = var.create_spot_instance ? [1] : []
     content {
       market_type = "spot"
       spot_options {
         spot_instance_type             = "one-time"
         instance_interruption_behavior = "terminate"
-        max_price                      = var.spot_max_price
+        # The provider takes the price as a string; null bids up to the on-demand price.
+        max_price = var.spot_price == null ? null : tostring(var.spot_price)
       }
     }
   }

@@ -1,3 +1,10 @@
+# Inputs shared with terraform/modules/aliyun_gpu carry the same names and meanings there:
+# name, owner, expires_at, instance_type, image_id, image_name_regex, image_owners,
+# root_volume_size, root_volume_type, root_volume_encrypted, create_spot_instance, spot_price,
+# user_data, ssh_public_key, ssh_user, ssh_ingress_cidrs, allow_world_ssh, tags.
+
+# --- identity and tags -------------------------------------------------------------------
+
 variable "name" {
   description = "Box name: prefixes the security group and key pair names and fills the Name and orch:box tags."
   type        = string
@@ -15,7 +22,7 @@ variable "owner" {
 }
 
 variable "expires_at" {
-  description = "ISO 8601 UTC time after which the box may be destroyed (the orch:expires-at tag); empty for none."
+  description = "RFC 3339 UTC time after which the box may be destroyed (the orch:expires-at tag, read by `orch sweep`); empty for none."
   type        = string
   default     = ""
 
@@ -25,8 +32,24 @@ variable "expires_at" {
   }
 }
 
+variable "tags" {
+  description = "Extra tags for the instance, its root volume, the security group and the key pair (the orch:* and Name tags are added)."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    # EC2 tag restrictions: keys up to 128 characters, values up to 256, no aws: prefix.
+    condition = alltrue([for key, value in var.tags :
+      length(key) > 0 && length(key) <= 128 && length(value) <= 256 && !startswith(lower(key), "aws:")
+    ])
+    error_message = "tag keys must hold 1 to 128 characters and not start with aws:; values at most 256 characters."
+  }
+}
+
+# --- instance ----------------------------------------------------------------------------
+
 variable "instance_type" {
-  description = "EC2 instance type, e.g. g5.xlarge."
+  description = "EC2 instance type, e.g. g5.xlarge (1x A10G)."
   type        = string
 
   validation {
@@ -35,8 +58,21 @@ variable "instance_type" {
   }
 }
 
+variable "user_data" {
+  description = "Script or cloud-config run at first boot, as plain text (the provider base64-encodes it; EC2 allows 16 KB)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = length(var.user_data) <= 16384
+    error_message = "user_data must hold at most 16384 characters (EC2's 16 KB limit before encoding)."
+  }
+}
+
+# --- image -------------------------------------------------------------------------------
+
 variable "image_source" {
-  description = "How the AMI is chosen: \"id\" (ami_id), \"ssm_parameter\" (a public SSM parameter holding the newest AMI id, e.g. the Deep Learning AMI's) or \"name_filter\" (newest image from ami_owners whose name matches ami_name_filter or ami_name_regex)."
+  description = "How the AMI is chosen: \"id\" (image_id), \"ssm_parameter\" (a public SSM parameter holding the newest AMI id, e.g. the Deep Learning AMI's) or \"name_filter\" (newest image from image_owners whose name matches image_name_filter and/or image_name_regex)."
   type        = string
   default     = "ssm_parameter"
 
@@ -46,79 +82,126 @@ variable "image_source" {
   }
 }
 
-variable "ami_id" {
-  description = "AMI id used when image_source = \"id\"."
+variable "image_id" {
+  description = "AMI id to boot when image_source = \"id\"."
   type        = string
   default     = null
 
   validation {
-    condition     = var.ami_id == null || can(regex("^ami-[0-9a-f]{8,17}$", var.ami_id))
-    error_message = "ami_id must look like ami-0123456789abcdef0."
+    condition     = var.image_id == null || can(regex("^ami-[0-9a-f]{8,17}$", var.image_id))
+    error_message = "image_id must look like ami-0123456789abcdef0."
+  }
+
+  validation {
+    condition     = var.image_source != "id" || var.image_id != null
+    error_message = "image_source = \"id\" needs image_id."
   }
 }
 
-variable "ami_ssm_parameter" {
+variable "image_ssm_parameter" {
   description = "Public SSM parameter whose value is an AMI id, used when image_source = \"ssm_parameter\"."
   type        = string
   default     = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.11-ubuntu-24.04/latest/ami-id"
+
+  validation {
+    condition     = var.image_ssm_parameter == null || can(regex("^/[A-Za-z0-9_./-]+$", var.image_ssm_parameter))
+    error_message = "image_ssm_parameter must be an SSM parameter path such as /aws/service/.../ami-id."
+  }
+
+  validation {
+    condition     = var.image_source != "ssm_parameter" || var.image_ssm_parameter != null
+    error_message = "image_source = \"ssm_parameter\" needs image_ssm_parameter."
+  }
 }
 
-variable "ami_name_filter" {
+variable "image_name_filter" {
   description = "Glob on the image name (EC2 'name' filter), used when image_source = \"name_filter\"."
   type        = string
   default     = null
 }
 
-variable "ami_name_regex" {
-  description = "Regular expression on the image name, applied after ami_name_filter when image_source = \"name_filter\"."
+variable "image_name_regex" {
+  description = "Regular expression on the image name, applied after image_name_filter when image_source = \"name_filter\"."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.image_name_regex == null || can(regexall(var.image_name_regex, ""))
+    error_message = "image_name_regex must be a valid regular expression."
+  }
+
+  validation {
+    condition     = var.image_source != "name_filter" || var.image_name_filter != null || var.image_name_regex != null
+    error_message = "image_source = \"name_filter\" needs image_name_filter or image_name_regex."
+  }
 }
 
-variable "ami_owners" {
+variable "image_owners" {
   description = "Image owners (account ids or aliases such as amazon) searched when image_source = \"name_filter\"."
   type        = list(string)
   default     = ["amazon"]
+
+  validation {
+    condition     = length(var.image_owners) > 0
+    error_message = "image_owners must name at least one owner."
+  }
 }
 
-variable "root_volume_gib" {
-  description = "Root volume size in GiB (gp3, always encrypted)."
+# --- root volume -------------------------------------------------------------------------
+
+variable "root_volume_size" {
+  description = "Root volume size in GiB."
   type        = number
   default     = 150
 
   validation {
-    condition     = var.root_volume_gib >= 8 && var.root_volume_gib <= 16384 && floor(var.root_volume_gib) == var.root_volume_gib
-    error_message = "root_volume_gib must be a whole number between 8 and 16384."
+    condition     = var.root_volume_size >= 8 && var.root_volume_size <= 16384 && floor(var.root_volume_size) == var.root_volume_size
+    error_message = "root_volume_size must be a whole number of GiB between 8 and 16384."
   }
 }
 
-variable "market" {
-  description = "\"on-demand\" or \"spot\" (one-time spot request, terminated on interruption)."
+variable "root_volume_type" {
+  description = "EBS volume type of the root volume."
   type        = string
-  default     = "on-demand"
+  default     = "gp3"
 
   validation {
-    condition     = contains(["on-demand", "spot"], var.market)
-    error_message = "market must be on-demand or spot."
+    condition     = contains(["gp3", "gp2", "io1", "io2"], var.root_volume_type)
+    error_message = "root_volume_type must be one of gp3, gp2, io1, io2."
   }
 }
 
-variable "spot_max_price" {
-  description = "Highest spot price in USD per hour; null means up to the on-demand price."
-  type        = string
+variable "root_volume_encrypted" {
+  description = "Encrypt the root volume (with the account's default EBS key)."
+  type        = bool
+  default     = true
+}
+
+# --- market ------------------------------------------------------------------------------
+
+variable "create_spot_instance" {
+  description = "Run on spot capacity (a one-time request, terminated on interruption) instead of on-demand."
+  type        = bool
+  default     = false
+}
+
+variable "spot_price" {
+  description = "Highest spot price in USD per hour; null bids up to the on-demand price."
+  type        = number
   default     = null
 
   validation {
-    condition     = var.spot_max_price == null || can(regex("^[0-9]+(\\.[0-9]+)?$", var.spot_max_price))
-    error_message = "spot_max_price must be a decimal number such as 1.25."
+    condition     = var.spot_price == null || try(var.spot_price > 0, false)
+    error_message = "spot_price must be a positive number of USD per hour, or null."
+  }
+
+  validation {
+    condition     = var.spot_price == null || var.create_spot_instance
+    error_message = "spot_price is a spot bid: it needs create_spot_instance = true."
   }
 }
 
-variable "user_data" {
-  description = "cloud-init user data run at first boot (plain text; the provider encodes it)."
-  type        = string
-  default     = ""
-}
+# --- access ------------------------------------------------------------------------------
 
 variable "ssh_public_key" {
   description = "OpenSSH public key installed for ssh_user (orch generates an ed25519 key per box)."
@@ -134,37 +217,48 @@ variable "ssh_user" {
   description = "Login user of the image; passed through to the ssh_user output."
   type        = string
   default     = "ubuntu"
+
+  validation {
+    condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.ssh_user))
+    error_message = "ssh_user must be a POSIX user name such as ubuntu or ec2-user."
+  }
 }
 
 variable "ssh_ingress_cidrs" {
-  description = "IPv4 CIDR blocks allowed to reach port 22. The world (0.0.0.0/0) needs allow_world_ssh = true."
+  description = "IPv4 CIDR blocks allowed to reach TCP 22; nothing else is opened. A /0 block needs allow_world_ssh = true."
   type        = list(string)
 
   validation {
-    condition     = length(var.ssh_ingress_cidrs) > 0 && alltrue([for c in var.ssh_ingress_cidrs : can(cidrhost(c, 0)) && !strcontains(c, ":")])
-    error_message = "ssh_ingress_cidrs must hold at least one IPv4 CIDR block such as 203.0.113.7/32."
+    condition     = length(var.ssh_ingress_cidrs) > 0
+    error_message = "ssh_ingress_cidrs must name at least one address block."
   }
 
   validation {
-    condition     = var.allow_world_ssh || !anytrue([for c in var.ssh_ingress_cidrs : can(cidrhost(c, 0)) && endswith(c, "/0")])
+    condition     = alltrue([for cidr in var.ssh_ingress_cidrs : can(regex("^[0-9]{1,3}(\\.[0-9]{1,3}){3}/[0-9]{1,2}$", cidr)) && can(cidrhost(cidr, 0))])
+    error_message = "every ssh_ingress_cidrs entry must be an IPv4 CIDR block such as 203.0.113.7/32."
+  }
+
+  validation {
+    condition     = var.allow_world_ssh || alltrue([for cidr in var.ssh_ingress_cidrs : !endswith(cidr, "/0")])
     error_message = "ssh_ingress_cidrs opens SSH to the whole internet; set allow_world_ssh = true to allow it."
   }
 }
 
 variable "allow_world_ssh" {
-  description = "Allow a /0 block in ssh_ingress_cidrs."
+  description = "Allow a /0 block (such as 0.0.0.0/0) in ssh_ingress_cidrs."
   type        = bool
   default     = false
 }
+
+# --- network -----------------------------------------------------------------------------
 
 variable "subnet_id" {
   description = "Subnet to launch in; null means a default subnet of the default VPC."
   type        = string
   default     = null
-}
 
-variable "tags" {
-  description = "Extra tags for the instance, its root volume, the security group and the key pair."
-  type        = map(string)
-  default     = {}
+  validation {
+    condition     = var.subnet_id == null || can(regex("^subnet-[0-9a-f]{8,17}$", var.subnet_id))
+    error_message = "subnet_id must look like subnet-0123456789abcdef0."
+  }
 }

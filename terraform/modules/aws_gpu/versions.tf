@@ -1,5 +1,6 @@
 terraform {
-  # Cross-variable validation (ssh_ingress_cidrs vs allow_world_ssh) needs Terraform 1.9+.
+  # Cross-variable validation (ssh_ingress_cidrs vs allow_world_ssh, spot_price vs
+  # create_spot_instance, image_* vs image_source) needs Terraform 1.9+.
   required_version = ">= 1.9"
 
   required_providers {

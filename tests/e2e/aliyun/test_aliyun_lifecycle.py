@@ -189,23 +189,33 @@ def test_failover_when_the_first_choice_has_no_stock(aliyun, aliyun_orch, ecs, t
 def test_interrupted_up_then_down_leaves_nothing(
     aliyun, aliyun_orch, aliyun_orch_process, ecs, tmp_path
 ) -> None:
-    # Keep the instance Pending long enough to interrupt Terraform while it waits for it.
-    aliyun.backend.settings.launch_delay_s = 6.0
+    # The emulator's clock stands still, so the instance stays Pending (and Terraform keeps
+    # waiting for it) until the test moves the clock: the interrupt lands mid-apply every time.
+    backend = aliyun.backend
+    backend.freeze_clock()
     plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge"))
     process = aliyun_orch_process(
         "up", "--plan", plan, "--name", "intr", "--ssh-cidr", CIDR, "--no-check"
     )
+    seen: list[str] = []
     try:
         deadline = time.monotonic() + 120
-        while not aliyun.backend.instances:
+        while not backend.wait_for(lambda: backend.instances, timeout=1.0):
             assert process.poll() is None, process.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "RunInstances never came"
-            time.sleep(0.1)
         process.send_signal(signal.SIGINT)  # mid-apply, like Ctrl-C
-        _, stderr = process.communicate(timeout=180)
+        assert process.stderr is not None
+        for line in process.stderr:  # orch has forwarded the interrupt to Terraform
+            seen.append(line)
+            if "interrupting Terraform" in line:
+                break
+        backend.advance_clock(backend.settings.launch_delay_s)  # now the instance is Running
+        _, rest = process.communicate(timeout=180)
+        stderr = "".join(seen) + rest
     finally:
         if process.poll() is None:
             process.kill()
+        backend.thaw_clock()
     assert process.returncode == 130, stderr[-3000:]
     assert "orch down intr" in stderr
     status = json.loads(ok(aliyun_orch("status", "intr", "--json")).stdout)

@@ -42,9 +42,9 @@ module "box" {
   ssh_public_key       = var.box.ssh_public_key
   ssh_ingress_cidrs    = var.box.ssh_ingress_cidrs
   allow_world_ssh      = try(var.box.allow_world_ssh, false)
-  spot_strategy        = try(var.box.spot_strategy, "NoSpot")
-  spot_price_limit     = try(var.box.spot_price_limit, null)
-  system_disk_category = try(var.box.system_disk_category, "cloud_essd")
+  create_spot_instance = try(var.box.create_spot_instance, false)
+  spot_price           = try(var.box.spot_price, null)
+  root_volume_type     = try(var.box.root_volume_type, "cloud_essd")
   auto_release_time    = try(var.box.auto_release_time, null)
 }
 """
@@ -137,7 +137,7 @@ def test_zone_choice_skips_sold_out_zones(aliyun, plan, workdir, aliyun_env):
 
 def test_no_zone_with_stock_fails_with_the_no_stock_code(aliyun, plan):
     aliyun.backend.set_stock("cn-hangzhou", "ecs.gn6i-c4g1.xlarge", "WithoutStock", market="spot")
-    result = plan(spot_strategy="SpotAsPriceGo")
+    result = plan(create_spot_instance=True)
     assert result.returncode == 1
     assert "OperationDenied.NoStock" in result.stderr
 
@@ -149,8 +149,9 @@ def test_no_zone_with_stock_fails_with_the_no_stock_code(aliyun, plan):
         ({"ssh_ingress_cidrs": []}, "at least one address block"),
         ({"ssh_ingress_cidrs": ["203.0.113.300/32"]}, "IPv4 CIDR block"),
         ({"instance_type": "gn6i.xlarge"}, "ecs.<family>.<size>"),
-        ({"spot_strategy": "SpotWithPriceLimit"}, "spot_price_limit must be a positive"),
-        ({"system_disk_category": "cloud"}, "system_disk_category must be one of"),
+        ({"create_spot_instance": True, "spot_price": 0}, "spot_price must be a positive"),
+        ({"spot_price": 1.5}, "it needs create_spot_instance = true"),
+        ({"root_volume_type": "cloud"}, "root_volume_type must be one of"),
         ({"auto_release_time": "2026-12-02T21:00:30Z"}, "whole minute"),
         ({"name": "Bad_Name"}, "name must start with a lower-case letter"),
     ],

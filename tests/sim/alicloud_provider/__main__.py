@@ -9,6 +9,12 @@ Two departures from `tf.runner.run_provider`'s defaults, both to behave like a G
   server with grace=0, aborting in-flight ApplyResourceChange calls, so Terraform would never
   learn the id of an instance RunInstances had already created). Operations in flight finish;
   the plugin exits when Terraform shuts the plugin down (GRPCController.Shutdown) or kills it.
+
+One fix to `tf`'s wire decoding: cty's msgpack encoding marks an unknown value with extension
+type 0, or 12 when Terraform (1.6+) attaches refinements such as "not null" (a conditional
+whose branches are both known strings, during validation). `tf` only recognises type 0, so a
+refined unknown reached the schema checks as an ExtType and failed them. Both mean Unknown
+(go-cty cty/msgpack/unknown.go: unknownValExt = 0, unknownValWithRefinementsExt = 12).
 """
 
 from __future__ import annotations
@@ -20,7 +26,14 @@ import sys
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    from tf import runner
+    from msgpack.ext import ExtType
+    from tf import runner, utils
+    from tf.types import Unknown
+
+    def ext_hook(code: int, data: bytes) -> object:
+        return Unknown if code in (0, 12) else ExtType(code, data)
+
+    utils._msgpack_ext_hook = ext_hook
 
     class _FinishInFlightInterceptor(runner._ShutdownInterceptor):
         def intercept_service(self, continuation, handler_call_details):

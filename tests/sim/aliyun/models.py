@@ -4,8 +4,10 @@ One `AliyunBackend` holds every region. Methods take plain Python values (alread
 the RPC parameters by responses.py), check them the way ECS/VPC do, change state under one lock,
 and raise `SimError(code, message, status)` with the documented error codes.
 
-Time is the real UTC clock plus an offset that tests can advance (`advance_clock`), so that
-auto-release (the cloud releasing an expired box by itself) can be observed without waiting.
+Time is the real UTC clock plus an offset that tests can advance (`advance_clock`), or a
+frozen moment (`freeze_clock`) plus that offset, so that a Pending instance, a finishing
+command or auto-release (the cloud releasing an expired box by itself) happens when a test says
+so rather than after a sleep. `wait_for` blocks until the state satisfies a condition.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 import string
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +29,6 @@ from typing import Any
 from tests.sim.aliyun import agent
 from tests.sim.aliyun.data import (
     INSTANCE_TYPES,
-    SYSTEM_DISK_CATEGORIES,
     SYSTEM_IMAGES,
     ImageSpec,
     InstanceTypeSpec,
@@ -269,6 +271,32 @@ class Invocation:
     timeout: int = 60
 
 
+@dataclass(frozen=True)
+class SystemDiskRequest:
+    """RunInstances SystemDisk.*, parsed: size None means the image's (at least 40 GiB)."""
+
+    category: str = "cloud_efficiency"
+    size: int | None = None
+    encrypted: bool = False
+    kms_key_id: str = ""
+    performance_level: str = ""
+    name: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class MarketRequest:
+    """RunInstances InstanceChargeType / SpotStrategy / SpotPriceLimit, parsed and consistent."""
+
+    charge_type: str = "PostPaid"
+    spot_strategy: str = "NoSpot"
+    spot_price_limit: float = 0.0
+
+    @property
+    def spot(self) -> bool:
+        return self.spot_strategy != "NoSpot"
+
+
 # ------------------------------------------------------------------------------ backend
 
 
@@ -283,12 +311,16 @@ class AliyunBackend:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        # Notified after every API call and clock change: tests wait on it (`wait_for`)
+        # instead of sleeping and polling.
+        self.changed = threading.Condition(self.lock)
         self.reset()
 
     def reset(self) -> None:
         with self.lock:
             self.settings = Settings()
             self.clock_offset = timedelta()
+            self.frozen_at: datetime | None = None  # set: time stands still until advanced
             self.vpcs: dict[str, Vpc] = {}
             self.vswitches: dict[str, VSwitch] = {}
             self.security_groups: dict[str, SecurityGroup] = {}
@@ -307,12 +339,43 @@ class AliyunBackend:
     # ------------------------------------------------------------------ clock and reaping
 
     def now(self) -> datetime:
-        return datetime.now(UTC) + self.clock_offset
+        base = self.frozen_at if self.frozen_at is not None else datetime.now(UTC)
+        return base + self.clock_offset
 
     def advance_clock(self, seconds: float) -> None:
+        """Move the emulated time on: Pending instances start, invocations finish, expired
+        instances are released; what a test would otherwise sleep for happens at once."""
+        if seconds < 0:
+            raise invalid("the clock only moves forward")
         with self.lock:
             self.clock_offset += timedelta(seconds=seconds)
             self.reap()
+            self.changed.notify_all()
+
+    def freeze_clock(self) -> None:
+        """Stop the emulated time where it is: nothing that waits on time (an instance leaving
+        Pending, a command finishing, auto-release) happens until `advance_clock`."""
+        with self.lock:
+            if self.frozen_at is None:
+                self.frozen_at = datetime.now(UTC)
+
+    def thaw_clock(self) -> None:
+        """Let the emulated time run with the real clock again, from where it stood."""
+        with self.lock:
+            if self.frozen_at is not None:
+                self.clock_offset = self.now() - datetime.now(UTC)
+                self.frozen_at = None
+                self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[], object], timeout: float) -> bool:
+        """Block until `predicate()` (evaluated under the lock after every API call or clock
+        change) is true, or `timeout` seconds pass; returns whether it became true."""
+        with self.changed:
+            return bool(self.changed.wait_for(predicate, timeout))
+
+    def notify(self) -> None:
+        with self.lock:
+            self.changed.notify_all()
 
     def reap(self) -> None:
         """Release pay-as-you-go instances whose auto-release time has passed."""
@@ -567,52 +630,29 @@ class AliyunBackend:
                 )
             del self.security_groups[group.id]
 
-    def make_rule(self, direction: str, raw: dict[str, str]) -> Rule:
-        protocol = (raw.get("IpProtocol") or "").lower()
-        if protocol not in ("tcp", "udp", "icmp", "icmpv6", "gre", "all"):
-            raise invalid("The specified IpProtocol is not valid.", "InvalidIpProtocol.Malformed")
-        port_range = raw.get("PortRange") or ("-1/-1" if protocol not in ("tcp", "udp") else "")
-        match = re.fullmatch(r"(-?\d+)/(-?\d+)", port_range)
-        if not match:
-            raise invalid("The specified PortRange is not valid.", "InvalidIpPortRange.Malformed")
-        low, high = int(match.group(1)), int(match.group(2))
-        if protocol in ("tcp", "udp"):
-            if not (1 <= low <= high <= 65535):
-                raise invalid(
-                    "The specified PortRange is not valid.", "InvalidIpPortRange.Malformed"
-                )
-        elif (low, high) != (-1, -1):
-            raise invalid(
-                f"Protocol {protocol} only accepts the port range -1/-1.",
-                "InvalidIpPortRange.Malformed",
-            )
-        key = "SourceCidrIp" if direction == "ingress" else "DestCidrIp"
-        cidr = raw.get(key) or ""
-        if not cidr:
-            raise SimError("MissingParameter", f"The input parameter {key} is mandatory.")
-        try:
-            cidr = str(ipaddress.ip_network(cidr, strict=False))
-        except ValueError:
-            raise invalid(f"The specified {key} is not valid.", "InvalidParam.CidrIp") from None
-        policy = (raw.get("Policy") or "accept").lower()
-        if policy not in ("accept", "drop"):
-            raise invalid("The specified Policy is not valid.", "InvalidPolicy.Malformed")
-        try:
-            priority = int(raw.get("Priority") or 1)
-        except ValueError:
-            priority = 0
-        if not 1 <= priority <= 100:
-            raise invalid("The specified Priority is not valid.", "InvalidPriority.Malformed")
+    def new_rule(
+        self,
+        *,
+        direction: str,
+        ip_protocol: str,
+        port_range: str,
+        cidr: str,
+        policy: str = "accept",
+        priority: int = 1,
+        nic_type: str = "intranet",
+        description: str = "",
+    ) -> Rule:
+        """A rule from parsed values (responses.rule_of checks their formats)."""
         return Rule(
             id=new_id("sgr", "rule"),
             direction=direction,
-            ip_protocol=protocol,
+            ip_protocol=ip_protocol,
             port_range=port_range,
             cidr=cidr,
             policy=policy,
             priority=priority,
-            nic_type=raw.get("NicType") or "intranet",
-            description=raw.get("Description") or "",
+            nic_type=nic_type,
+            description=description,
             created_at=self.now(),
         )
 
@@ -679,197 +719,205 @@ class AliyunBackend:
 
     # ------------------------------------------------------------------ instances
 
-    def run_instances(self, region: str, params: dict[str, Any]) -> list[str]:
+    def run_instances(
+        self,
+        *,
+        region: str,
+        instance_type: str,
+        image_id: str,
+        vswitch_id: str,
+        security_group_ids: list[str],
+        system_disk: SystemDiskRequest = SystemDiskRequest(),
+        market: MarketRequest = MarketRequest(),
+        zone_id: str = "",
+        key_pair_name: str = "",
+        internet_charge_type: str = "PayByTraffic",
+        internet_max_bandwidth_out: int = 0,
+        user_data: str = "",
+        http_tokens: str = "optional",
+        http_endpoint: str = "enabled",
+        auto_release_time: datetime | None = None,
+        amount: int = 1,
+        dry_run: bool = False,
+        deletion_protection: bool = False,
+        client_token: str = "",
+        instance_name: str = "",
+        description: str = "",
+        host_name: str = "",
+        private_ip: str = "",
+        resource_group_id: str = "",
+        tags: dict[str, str] | None = None,
+    ) -> list[str]:
+        """RunInstances on parsed values (responses.run_instances): the checks that need state,
+        in the order ECS reports them, then the launch. Returns the new instance ids."""
         region = self.check_region(region)
         with self.lock:
             self.reap()
-            token = params.get("ClientToken")
-            if token and (region, token) in self.client_tokens:
-                return self.client_tokens[(region, token)]  # idempotent retry
-            spec = self.instance_type(params.get("InstanceType"))
-            image = self.image(region, params.get("ImageId"))
-            vswitch = (
-                self.vswitch(region, params.get("VSwitchId")) if params.get("VSwitchId") else None
-            )
-            if vswitch is None:
-                raise SimError(
-                    "InvalidVSwitchId.NotFound",
-                    "A vSwitch is required: classic network instances cannot be created.",
-                    404,
-                )
-            zone = params.get("ZoneId") or vswitch.zone_id
-            self.check_zone(region, zone)
-            if zone != vswitch.zone_id:
-                raise invalid(
-                    "The specified vSwitch is not in the specified zone.",
-                    "InvalidVSwitchId.ZoneMismatch",
-                )
-            group_ids = params.get("SecurityGroupIds") or []
-            if params.get("SecurityGroupId"):
-                group_ids = [params["SecurityGroupId"], *group_ids]
-            if not group_ids:
-                raise SimError(
-                    "MissingParameter", "The input parameter SecurityGroupId is mandatory."
-                )
-            for group_id in group_ids:
-                group = self.security_group(region, group_id)
-                if group.vpc_id != vswitch.vpc_id:
-                    raise invalid(
-                        "The specified security group and vSwitch are not in the same VPC.",
-                        "InvalidSecurityGroupId.VPCMismatch",
-                    )
-            key_name = params.get("KeyPairName") or ""
-            if key_name and (region, key_name) not in self.key_pairs:
-                raise not_found("InvalidKeyPair.NotFound", "KeyPairName")
-
-            category = params.get("SystemDisk.Category") or "cloud_efficiency"
-            if category not in SYSTEM_DISK_CATEGORIES:
-                raise invalid(
-                    "The specified SystemDisk.Category is not valid.",
-                    "InvalidSystemDiskCategory.ValueNotSupported",
-                )
-            size = int(params.get("SystemDisk.Size") or max(40, image.size_gib))
-            if not max(20, image.size_gib) <= size <= 2048:
-                raise invalid(
-                    "The specified SystemDisk.Size is out of range.",
-                    "InvalidSystemDiskSize.ValueNotSupported",
-                )
-
-            charge_type = params.get("InstanceChargeType") or "PostPaid"
-            if charge_type not in ("PostPaid", "PrePaid"):
-                raise invalid("The specified InstanceChargeType is not valid.")
-            spot_strategy = params.get("SpotStrategy") or "NoSpot"
-            if spot_strategy not in ("NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"):
-                raise invalid("The specified SpotStrategy is not valid.")
-            if charge_type == "PrePaid" and spot_strategy != "NoSpot":
-                raise invalid("Spot instances must be pay-as-you-go (PostPaid).")
-            spot = spot_strategy != "NoSpot"
-            spot_price_limit = float(params.get("SpotPriceLimit") or 0)
-            if spot_strategy == "SpotWithPriceLimit":
-                if spot_price_limit <= 0:
-                    raise SimError(
-                        "MissingParameter",
-                        "SpotPriceLimit is mandatory when SpotStrategy is SpotWithPriceLimit.",
-                    )
-                if spot_price_limit < self.price(region, spec, True):
-                    raise SimError(
-                        "InvalidSpotPriceLimit.LowerThanPublicPrice",
-                        "The specified SpotPriceLimit is lower than the current spot price.",
-                        400,
-                    )
-
-            bandwidth = int(params.get("InternetMaxBandwidthOut") or 0)
-            if not 0 <= bandwidth <= 100:
-                raise invalid(
-                    "The specified InternetMaxBandwidthOut is out of range.",
-                    "InvalidInternetMaxBandwidthOut.Malformed",
-                )
-            user_data = params.get("UserData") or ""
-            if user_data:
-                try:
-                    base64.b64decode(user_data, validate=True)
-                except (binascii.Error, ValueError):
-                    raise invalid(
-                        "The specified UserData is not Base64 encoded.",
-                        "InvalidUserData.Base64FormatInvalid",
-                    ) from None
-                if len(user_data) > 32 * 1024:
-                    raise invalid(
-                        "The specified UserData exceeds 32 KB.", "InvalidUserData.SizeExceeded"
-                    )
-            http_tokens = params.get("HttpTokens") or "optional"
-            if http_tokens not in ("optional", "required"):
-                raise invalid("The specified HttpTokens is not valid.")
-            http_endpoint = params.get("HttpEndpoint") or "enabled"
-            if http_endpoint not in ("enabled", "disabled"):
-                raise invalid("The specified HttpEndpoint is not valid.")
-
+            if client_token and (region, client_token) in self.client_tokens:
+                return self.client_tokens[(region, client_token)]  # idempotent retry
+            spec = self.instance_type(instance_type)
+            image = self.image(region, image_id)
+            vswitch, zone = self._placement(region, vswitch_id, zone_id)
+            groups = self._security_groups_for(region, security_group_ids, vswitch)
+            self._check_key_pair(region, key_pair_name)
+            disk_size = self._system_disk_size(system_disk, image)
+            self._check_spot_price(region, spec, market)
             now = self.now()
-            release_at = None
-            if params.get("AutoReleaseTime"):
-                release_at = self.check_release_time(params["AutoReleaseTime"], now)
-            amount = int(params.get("Amount") or 1)
-            if not 1 <= amount <= 100:
-                raise invalid("The specified Amount is out of range.", "InvalidAmount.Malformed")
-            if params.get("DryRun"):
+            release_at = (
+                None
+                if auto_release_time is None
+                else self.check_release_window(auto_release_time, now)
+            )
+            if dry_run:
                 raise SimError(
                     "DryRunOperation",
                     "Request validation has been passed with DryRun flag set.",
                     400,
                 )
-            if self.stock_status(region, zone, spec.name, spot) in (
-                "WithoutStock",
-                "ClosedWithoutStock",
-            ):
-                raise SimError(
-                    "OperationDenied.NoStock",
-                    "Sales of this resource are temporarily suspended in the specified region; "
-                    "please try again later.",
-                    403,
-                )
-
+            self._check_stock(region, zone, spec, market)
             ids = []
             for _ in range(amount):
-                instance_id = new_id("i", region)
-                disk = Disk(
-                    id=new_id("d", region),
-                    region=region,
-                    zone_id=zone,
-                    instance_id=instance_id,
-                    category=category,
-                    size=size,
-                    encrypted=bool(params.get("SystemDisk.Encrypted")),
-                    kms_key_id=params.get("SystemDisk.KMSKeyId") or "",
-                    performance_level=(
-                        params.get("SystemDisk.PerformanceLevel") or "PL1"
-                        if category == "cloud_essd"
-                        else ""
+                instance = self._launch(
+                    Instance(
+                        id=new_id("i", region),
+                        region=region,
+                        zone_id=zone,
+                        spec=spec,
+                        image_id=image.image_id,
+                        name=instance_name,
+                        description=description,
+                        host_name=host_name,
+                        vpc_id=vswitch.vpc_id,
+                        vswitch_id=vswitch.id,
+                        private_ip=private_ip or self._next_private_ip(vswitch),
+                        public_ip=self._public_ip() if internet_max_bandwidth_out > 0 else "",
+                        security_group_ids=groups,
+                        key_pair_name=key_pair_name,
+                        charge_type=market.charge_type,
+                        spot_strategy=market.spot_strategy,
+                        spot_price_limit=market.spot_price_limit,
+                        internet_charge_type=internet_charge_type,
+                        internet_max_bandwidth_out=internet_max_bandwidth_out,
+                        user_data=user_data,
+                        tags=dict(tags or {}),
+                        auto_release_time=release_at,
+                        created_at=now,
+                        running_at=now + timedelta(seconds=self.settings.launch_delay_s),
+                        http_tokens=http_tokens,
+                        http_endpoint=http_endpoint,
+                        deletion_protection=deletion_protection,
+                        system_disk_id="",
+                        resource_group_id=resource_group_id or "rg-acfmdefault",
                     ),
-                    name=params.get("SystemDisk.DiskName") or "",
-                    description=params.get("SystemDisk.Description") or "",
-                    image_id=image.image_id,
-                    created_at=now,
+                    system_disk,
+                    disk_size,
+                    image,
                 )
-                instance = Instance(
-                    id=instance_id,
-                    region=region,
-                    zone_id=zone,
-                    spec=spec,
-                    image_id=image.image_id,
-                    name=params.get("InstanceName") or instance_id,
-                    description=params.get("Description") or "",
-                    host_name=params.get("HostName") or f"iZ{instance_id[2:]}Z",
-                    vpc_id=vswitch.vpc_id,
-                    vswitch_id=vswitch.id,
-                    private_ip=params.get("PrivateIpAddress") or self._next_private_ip(vswitch),
-                    public_ip=self._public_ip() if bandwidth > 0 else "",
-                    security_group_ids=list(dict.fromkeys(group_ids)),
-                    key_pair_name=key_name,
-                    charge_type=charge_type,
-                    spot_strategy=spot_strategy,
-                    spot_price_limit=spot_price_limit,
-                    internet_charge_type=params.get("InternetChargeType") or "PayByTraffic",
-                    internet_max_bandwidth_out=bandwidth,
-                    user_data=user_data,
-                    tags=dict(params.get("Tags") or {}),
-                    auto_release_time=release_at,
-                    created_at=now,
-                    running_at=now + timedelta(seconds=self.settings.launch_delay_s),
-                    http_tokens=http_tokens,
-                    http_endpoint=http_endpoint,
-                    deletion_protection=bool(params.get("DeletionProtection")),
-                    system_disk_id=disk.id,
-                    resource_group_id=params.get("ResourceGroupId") or "rg-acfmdefault",
-                )
-                self.instances[instance.id] = instance
-                self.disks[disk.id] = disk
                 ids.append(instance.id)
-            if token:
-                self.client_tokens[(region, token)] = ids
+            if client_token:
+                self.client_tokens[(region, client_token)] = ids
             return ids
 
-    def check_release_time(self, text: str, now: datetime) -> datetime:
-        moment = parse_release_time(text)
+    # RunInstances, step by step (each raises the error ECS returns for that condition).
+
+    def _placement(self, region: str, vswitch_id: str, zone_id: str) -> tuple[VSwitch, str]:
+        """The vSwitch and zone of a new instance: VPC only, the zone must be the vSwitch's."""
+        if not vswitch_id:
+            raise SimError(
+                "InvalidVSwitchId.NotFound",
+                "A vSwitch is required: classic network instances cannot be created.",
+                404,
+            )
+        vswitch = self.vswitch(region, vswitch_id)
+        zone = zone_id or vswitch.zone_id
+        self.check_zone(region, zone)
+        if zone != vswitch.zone_id:
+            raise invalid(
+                "The specified vSwitch is not in the specified zone.",
+                "InvalidVSwitchId.ZoneMismatch",
+            )
+        return vswitch, zone
+
+    def _security_groups_for(
+        self, region: str, group_ids: list[str], vswitch: VSwitch
+    ) -> list[str]:
+        """At least one group, each existing and in the vSwitch's VPC; duplicates dropped."""
+        if not group_ids:
+            raise SimError("MissingParameter", "The input parameter SecurityGroupId is mandatory.")
+        for group_id in group_ids:
+            if self.security_group(region, group_id).vpc_id != vswitch.vpc_id:
+                raise invalid(
+                    "The specified security group and vSwitch are not in the same VPC.",
+                    "InvalidSecurityGroupId.VPCMismatch",
+                )
+        return list(dict.fromkeys(group_ids))
+
+    def _check_key_pair(self, region: str, key_pair_name: str) -> None:
+        if key_pair_name and (region, key_pair_name) not in self.key_pairs:
+            raise not_found("InvalidKeyPair.NotFound", "KeyPairName")
+
+    def _system_disk_size(self, disk: SystemDiskRequest, image: ImageSpec) -> int:
+        """The system disk's size: at least the image's, and within ECS's 20-2048 GiB."""
+        size = disk.size if disk.size is not None else max(40, image.size_gib)
+        if not max(20, image.size_gib) <= size <= 2048:
+            raise invalid(
+                "The specified SystemDisk.Size is out of range.",
+                "InvalidSystemDiskSize.ValueNotSupported",
+            )
+        return size
+
+    def _check_spot_price(self, region: str, spec: InstanceTypeSpec, market: MarketRequest) -> None:
+        if market.spot_strategy == "SpotWithPriceLimit" and market.spot_price_limit < self.price(
+            region, spec, True
+        ):
+            raise SimError(
+                "InvalidSpotPriceLimit.LowerThanPublicPrice",
+                "The specified SpotPriceLimit is lower than the current spot price.",
+                400,
+            )
+
+    def _check_stock(
+        self, region: str, zone: str, spec: InstanceTypeSpec, market: MarketRequest
+    ) -> None:
+        status = self.stock_status(region, zone, spec.name, market.spot)
+        if status in ("WithoutStock", "ClosedWithoutStock"):
+            raise SimError(
+                "OperationDenied.NoStock",
+                "Sales of this resource are temporarily suspended in the specified region; "
+                "please try again later.",
+                403,
+            )
+
+    def _launch(
+        self, instance: Instance, request: SystemDiskRequest, size: int, image: ImageSpec
+    ) -> Instance:
+        """Record a new instance and its system disk (Pending until launch_delay_s passes)."""
+        disk = Disk(
+            id=new_id("d", instance.region),
+            region=instance.region,
+            zone_id=instance.zone_id,
+            instance_id=instance.id,
+            category=request.category,
+            size=size,
+            encrypted=request.encrypted,
+            kms_key_id=request.kms_key_id,
+            performance_level=(
+                request.performance_level or "PL1" if request.category == "cloud_essd" else ""
+            ),
+            name=request.name,
+            description=request.description,
+            image_id=image.image_id,
+            created_at=instance.created_at,
+        )
+        instance.name = instance.name or instance.id
+        instance.host_name = instance.host_name or f"iZ{instance.id[2:]}Z"
+        instance.system_disk_id = disk.id
+        self.instances[instance.id] = instance
+        self.disks[disk.id] = disk
+        return instance
+
+    def check_release_window(self, moment: datetime, now: datetime) -> datetime:
+        """An auto-release time rounded to the minute (as ECS does), 30 minutes to 3 years on."""
         if moment.second:  # ECS rounds to the minute
             moment = moment.replace(second=0) + timedelta(minutes=1 if moment.second >= 30 else 0)
         if moment < now + timedelta(minutes=30) or moment > now + timedelta(days=3 * 365):
@@ -880,6 +928,9 @@ class AliyunBackend:
                 400,
             )
         return moment
+
+    def check_release_time(self, text: str, now: datetime) -> datetime:
+        return self.check_release_window(parse_release_time(text), now)
 
     def _next_private_ip(self, vswitch: VSwitch) -> str:
         network = ipaddress.ip_network(vswitch.cidr_block)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,12 +30,16 @@ from tests.sim.aliyun.models import (
     AliyunBackend,
     Disk,
     Instance,
+    MarketRequest,
+    Rule,
     SecurityGroup,
     SimError,
+    SystemDiskRequest,
     fmt_minute,
     fmt_time,
     invalid,
     new_request_id,
+    parse_release_time,
 )
 
 Params = dict[str, str]
@@ -348,20 +354,127 @@ def image_shape(region: str, image: ImageSpec) -> dict[str, Any]:
 # ------------------------------------------------------------------------ ECS: instances
 
 
+def enum(params: Params, name: str, allowed: tuple[str, ...], default: str, code: str = "") -> str:
+    """A parameter that takes one of `allowed` (ECS: InvalidParameter unless a code is named)."""
+    value = params.get(name) or default
+    if value not in allowed:
+        raise invalid(f"The specified {name} is not valid.", code or "InvalidParameter")
+    return value
+
+
+def decimal(params: Params, name: str, default: float) -> float:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise invalid(f"The specified {name} is not a valid number.") from None
+
+
+def base64_text(params: Params, name: str, limit: int) -> str:
+    """A base64 parameter (UserData), checked as ECS checks it and returned as sent."""
+    value = params.get(name) or ""
+    if value:
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise invalid(
+                f"The specified {name} is not Base64 encoded.",
+                f"Invalid{name}.Base64FormatInvalid",
+            ) from None
+        if len(value) > limit:
+            raise invalid(f"The specified {name} exceeds 32 KB.", f"Invalid{name}.SizeExceeded")
+    return value
+
+
+def system_disk_of(params: Params) -> SystemDiskRequest:
+    category = enum(
+        params,
+        "SystemDisk.Category",
+        SYSTEM_DISK_CATEGORIES,
+        "cloud_efficiency",
+        "InvalidSystemDiskCategory.ValueNotSupported",
+    )
+    size = params.get("SystemDisk.Size")
+    return SystemDiskRequest(
+        category=category,
+        size=integer(params, "SystemDisk.Size", 0) if size else None,
+        encrypted=flag(params, "SystemDisk.Encrypted"),
+        kms_key_id=params.get("SystemDisk.KMSKeyId") or "",
+        performance_level=params.get("SystemDisk.PerformanceLevel") or "",
+        name=params.get("SystemDisk.DiskName") or "",
+        description=params.get("SystemDisk.Description") or "",
+    )
+
+
+def market_of(params: Params) -> MarketRequest:
+    """Charge type and spot strategy, consistent with each other (RunInstances reference:
+    spot needs PostPaid; SpotWithPriceLimit needs SpotPriceLimit)."""
+    charge_type = enum(params, "InstanceChargeType", ("PostPaid", "PrePaid"), "PostPaid")
+    strategy = enum(
+        params, "SpotStrategy", ("NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"), "NoSpot"
+    )
+    if charge_type == "PrePaid" and strategy != "NoSpot":
+        raise invalid("Spot instances must be pay-as-you-go (PostPaid).")
+    limit = decimal(params, "SpotPriceLimit", 0.0)
+    if strategy == "SpotWithPriceLimit" and limit <= 0:
+        raise SimError(
+            "MissingParameter",
+            "SpotPriceLimit is mandatory when SpotStrategy is SpotWithPriceLimit.",
+        )
+    return MarketRequest(charge_type=charge_type, spot_strategy=strategy, spot_price_limit=limit)
+
+
 def run_instances(backend: AliyunBackend, params: Params) -> dict[str, Any]:
-    request = dict(params)
-    request["SecurityGroupIds"] = indexed(params, "SecurityGroupIds")  # type: ignore[assignment]
-    request["Tags"] = tags_of(params)  # type: ignore[assignment]
-    request["SystemDisk.Encrypted"] = flag(params, "SystemDisk.Encrypted")  # type: ignore[assignment]
-    request["DryRun"] = flag(params, "DryRun")  # type: ignore[assignment]
-    request["DeletionProtection"] = flag(params, "DeletionProtection")  # type: ignore[assignment]
-    ids = backend.run_instances(region_of(params), request)
-    spec = INSTANCE_TYPES[params["InstanceType"]]
-    spot = (params.get("SpotStrategy") or "NoSpot") != "NoSpot"
+    """Parse and check every parameter's format here; the backend checks it against state."""
+    region = backend.check_region(region_of(params))
+    group_ids = indexed(params, "SecurityGroupIds")
+    if params.get("SecurityGroupId"):
+        group_ids = [params["SecurityGroupId"], *group_ids]
+    bandwidth = integer(params, "InternetMaxBandwidthOut", 0)
+    if not 0 <= bandwidth <= 100:
+        raise invalid(
+            "The specified InternetMaxBandwidthOut is out of range.",
+            "InvalidInternetMaxBandwidthOut.Malformed",
+        )
+    release = params.get("AutoReleaseTime")
+    amount = integer(params, "Amount", 1)
+    if not 1 <= amount <= 100:
+        raise invalid("The specified Amount is out of range.", "InvalidAmount.Malformed")
+    market = market_of(params)
+    ids = backend.run_instances(
+        region=region,
+        instance_type=params.get("InstanceType") or "",
+        image_id=params.get("ImageId") or "",
+        vswitch_id=params.get("VSwitchId") or "",
+        zone_id=params.get("ZoneId") or "",
+        security_group_ids=group_ids,
+        key_pair_name=params.get("KeyPairName") or "",
+        system_disk=system_disk_of(params),
+        market=market,
+        internet_charge_type=params.get("InternetChargeType") or "PayByTraffic",
+        internet_max_bandwidth_out=bandwidth,
+        user_data=base64_text(params, "UserData", 32 * 1024),
+        http_tokens=enum(params, "HttpTokens", ("optional", "required"), "optional"),
+        http_endpoint=enum(params, "HttpEndpoint", ("enabled", "disabled"), "enabled"),
+        auto_release_time=parse_release_time(release) if release else None,
+        amount=amount,
+        dry_run=flag(params, "DryRun"),
+        deletion_protection=flag(params, "DeletionProtection"),
+        client_token=params.get("ClientToken") or "",
+        instance_name=params.get("InstanceName") or "",
+        description=params.get("Description") or "",
+        host_name=params.get("HostName") or "",
+        private_ip=params.get("PrivateIpAddress") or "",
+        resource_group_id=params.get("ResourceGroupId") or "",
+        tags=tags_of(params),
+    )
+    spec = backend.instance_type(params.get("InstanceType"))
     return {
         "InstanceIdSets": {"InstanceIdSet": ids},
         "OrderId": "",
-        "TradePrice": round(backend.price(region_of(params), spec, spot) * len(ids), 4),
+        "TradePrice": round(backend.price(region, spec, market.spot) * len(ids), 4),
     }
 
 
@@ -545,7 +658,54 @@ def describe_security_group_attribute(backend: AliyunBackend, params: Params) ->
     }
 
 
-def _rules_from(backend: AliyunBackend, params: Params, direction: str) -> list:
+def rule_of(backend: AliyunBackend, direction: str, raw: dict[str, str]) -> Rule:
+    """One Permissions.N entry -> a Rule, with AuthorizeSecurityGroup's format checks."""
+    protocol = (raw.get("IpProtocol") or "").lower()
+    if protocol not in ("tcp", "udp", "icmp", "icmpv6", "gre", "all"):
+        raise invalid("The specified IpProtocol is not valid.", "InvalidIpProtocol.Malformed")
+    port_range = raw.get("PortRange") or ("-1/-1" if protocol not in ("tcp", "udp") else "")
+    match = re.fullmatch(r"(-?\d+)/(-?\d+)", port_range)
+    if not match:
+        raise invalid("The specified PortRange is not valid.", "InvalidIpPortRange.Malformed")
+    low, high = int(match.group(1)), int(match.group(2))
+    if protocol in ("tcp", "udp"):
+        if not (1 <= low <= high <= 65535):
+            raise invalid("The specified PortRange is not valid.", "InvalidIpPortRange.Malformed")
+    elif (low, high) != (-1, -1):
+        raise invalid(
+            f"Protocol {protocol} only accepts the port range -1/-1.",
+            "InvalidIpPortRange.Malformed",
+        )
+    key = "SourceCidrIp" if direction == "ingress" else "DestCidrIp"
+    cidr = raw.get(key) or ""
+    if not cidr:
+        raise SimError("MissingParameter", f"The input parameter {key} is mandatory.")
+    try:
+        cidr = str(ipaddress.ip_network(cidr, strict=False))
+    except ValueError:
+        raise invalid(f"The specified {key} is not valid.", "InvalidParam.CidrIp") from None
+    policy = (raw.get("Policy") or "accept").lower()
+    if policy not in ("accept", "drop"):
+        raise invalid("The specified Policy is not valid.", "InvalidPolicy.Malformed")
+    try:
+        priority = int(raw.get("Priority") or 1)
+    except ValueError:
+        priority = 0
+    if not 1 <= priority <= 100:
+        raise invalid("The specified Priority is not valid.", "InvalidPriority.Malformed")
+    return backend.new_rule(
+        direction=direction,
+        ip_protocol=protocol,
+        port_range=port_range,
+        cidr=cidr,
+        policy=policy,
+        priority=priority,
+        nic_type=raw.get("NicType") or "intranet",
+        description=raw.get("Description") or "",
+    )
+
+
+def _rules_from(backend: AliyunBackend, params: Params, direction: str) -> list[Rule]:
     raws = indexed_objects(params, "Permissions")
     if not raws and params.get("IpProtocol"):  # the older, single-rule parameter style
         raws = [
@@ -564,7 +724,7 @@ def _rules_from(backend: AliyunBackend, params: Params, direction: str) -> list:
                 if k in params
             }
         ]
-    return [backend.make_rule(direction, raw) for raw in raws]
+    return [rule_of(backend, direction, raw) for raw in raws]
 
 
 def _authorize(direction: str) -> Handler:
@@ -1073,7 +1233,6 @@ def create_vswitch(backend: AliyunBackend, params: Params) -> dict[str, Any]:
 
 
 def _vswitch_shape(backend: AliyunBackend, vswitch: Any) -> dict[str, Any]:
-    import ipaddress
 
     used = sum(i.vswitch_id == vswitch.id for i in backend.instances.values())
     total = ipaddress.ip_network(vswitch.cidr_block).num_addresses - 4
@@ -1185,5 +1344,8 @@ def dispatch(backend: AliyunBackend, action: str, params: Params) -> dict[str, A
         )
     with backend.lock:
         backend.request_log.append(action)
-    body = handler(backend, params)
+    try:
+        body = handler(backend, params)
+    finally:
+        backend.notify()  # wake tests waiting on the state (AliyunBackend.wait_for)
     return {"RequestId": new_request_id(), **body}

@@ -13,6 +13,7 @@ Admin API (JSON in, JSON out), for tests:
   POST /_sim/stock {"region", "instance_type", "status", "zone"?, "market"?: "spot"|"on-demand"}
   POST /_sim/price {"region", "instance_type", "on_demand", "spot"}
   POST /_sim/clock {"advance_seconds": 3600}   (auto-release happens as time passes)
+  POST /_sim/clock {"freeze": true}            (time stands still until advanced; false: runs)
   POST /_sim/command-output {"pattern", "output", "exit_code"?}
 """
 
@@ -25,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.sim.aliyun.models import AliyunBackend, SimError, new_request_id
+from tests.sim.aliyun.models import AliyunBackend, SimError, fmt_time, new_request_id
 from tests.sim.aliyun.responses import dispatch
 
 _CREDENTIAL = re.compile(r"Credential=([^,/\s]+)")
@@ -135,7 +136,18 @@ class _Handler(BaseHTTPRequestHandler):
                     float(args["spot"]),
                 )
             elif command == "clock":
-                backend.advance_clock(float(args["advance_seconds"]))
+                if not set(args) <= {"advance_seconds", "freeze"} or not args:
+                    raise SimError("InvalidParameter", "clock takes advance_seconds and/or freeze")
+                if args.get("freeze") is True:
+                    backend.freeze_clock()
+                elif args.get("freeze") is False:
+                    backend.thaw_clock()
+                elif "freeze" in args:
+                    raise SimError("InvalidParameter", "freeze must be true or false")
+                if "advance_seconds" in args:
+                    backend.advance_clock(float(args["advance_seconds"]))
+                self._send(200, {"ok": True, "now": fmt_time(backend.now())})
+                return
             elif command == "command-output":
                 backend.add_command_output(
                     args["pattern"], args["output"], int(args.get("exit_code", 0))

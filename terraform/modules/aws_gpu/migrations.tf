@@ -1,0 +1,17 @@
+# Resource addresses before the terraform-aws-modules naming (`this`): state written by an
+# older orch moves instead of being destroyed and recreated.
+
+moved {
+  from = aws_security_group.box
+  to   = aws_security_group.this
+}
+
+moved {
+  from = aws_key_pair.box
+  to   = aws_key_pair.this
+}
+
+moved {
+  from = aws_instance.box
+  to   = aws_instance.this
+}
