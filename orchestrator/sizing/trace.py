@@ -71,7 +71,13 @@ _AUTO_CLASSES = (
 
 def available() -> bool:
     """Whether the `trace` extra is installed (without importing it)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+    for module in ("torch", "transformers"):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except (ImportError, ValueError):  # e.g. sys.modules[module] = None: blocked
+            return False
+    return True
 
 
 @dataclass(frozen=True)
