@@ -394,7 +394,6 @@ class _Tracer:
         import warnings
 
         torch, transformers, model = self._build()
-        from torch.utils.flop_counter import FlopCounterMode
 
         params = {}
         trainable = 0
@@ -431,13 +430,11 @@ class _Tracer:
         half = torch.float16 if self.key.precision == "amp-fp16" else torch.bfloat16
         autocast = _CudaAutocast(torch, half) if amp else contextlib.nullcontext()
         routing = _BalancedRouting(torch, experts)
-        flops = FlopCounterMode(display=False)
         inputs = self._inputs(torch, model)
         with (
             warnings.catch_warnings(),
             _gpu_kernels(torch, half if amp else None),
             torch.autograd.graph.saved_tensors_hooks(pack, unpack),
-            flops,
             routing,
             autocast,
         ):
@@ -483,7 +480,7 @@ class _Tracer:
             "buffer_bytes": sum(k[1] for k in buffers),
             "weight_cast_bytes": cast_bytes,
             "saved_tensors": len(counted),
-            "forward_flops": float(flops.get_total_flops()),
+            "forward_flops": float(routing.flops),
             "model_class": type(model).__name__,
             "weights": weights,
             "notes": tuple(self.notes),
@@ -642,18 +639,23 @@ def _mode_base(torch, kind: str):
 
 
 class _BalancedRouting:
-    """A dispatch mode answering the data-dependent ops the meta device cannot: nonzero and
-    scalar reads. Inside an MoE experts module of E experts, a 1-D expert-hit mask is all
-    hit and a routing mask (top-k x tokens) holds numel / E true entries (balanced
-    routing); elsewhere masks are all true, bool checks true (transformers asks "is every
-    sequence unpacked?") and numbers read 0 (masks and numbers counted in `guesses`)."""
+    """A dispatch mode that counts matmul/conv/attention FLOPs (torch.utils.flop_counter's
+    formulas, without FlopCounterMode's per-module bookkeeping, which tripled trace times)
+    and answers the data-dependent ops the meta device cannot: nonzero and scalar reads.
+    Inside an MoE experts module of E experts, a 1-D expert-hit mask is all hit and a
+    routing mask (top-k x tokens) holds numel / E true entries (balanced routing); elsewhere
+    masks are all true, bool checks true (transformers asks "is every sequence unpacked?")
+    and numbers read 0 (masks and numbers counted in `guesses`)."""
 
     def __new__(cls, torch, experts: list[int]):
+        from torch.utils.flop_counter import flop_registry
+
         base = _mode_base(torch, "dispatch")
         aten = torch.ops.aten
 
         class Mode(base):
             guesses = 0
+            flops = 0
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
@@ -675,7 +677,11 @@ class _BalancedRouting:
                     # In the experts loop a test is "is this the padding expert" (no);
                     # elsewhere a check such as transformers' "no packed sequences" (yes).
                     return not experts
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+                count = flop_registry.get(packet)
+                if count is not None:
+                    Mode.flops += count(*args, **kwargs, out_val=out)
+                return out
 
         mode = Mode()
         return mode
