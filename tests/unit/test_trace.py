@@ -220,6 +220,35 @@ def test_trace_on_request_for_a_known_family(trace, capsys: pytest.CaptureFixtur
     assert a != t and abs(a / t - 1) < 0.05
 
 
+def test_plan_traces_on_request_and_for_unknown_families(
+    trace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(STABLELM))
+    plans = {}
+    for label, args in (
+        ("analytic", ["--model", "bert-large"]),
+        ("traced", ["--model", "bert-large", "--trace"]),
+        ("unknown", ["--hf-config", str(path)]),
+    ):
+        with _no_exit():
+            main(["plan", *args, "--batch", "2", "--seq", "256", "--json"])
+        plans[label] = json.loads(capsys.readouterr().out)
+    assert plans["traced"]["job"]["trace"] is True
+    assert plans["analytic"]["job"]["trace"] is False
+    assert plans["unknown"]["choice"]["instance_type"]
+    activations = {k: v["estimate"]["memory"]["activations_bytes"] for k, v in plans.items()}
+    assert activations["traced"] != activations["analytic"]
+    assert abs(activations["traced"] / activations["analytic"] - 1) < 0.05
+
+
+def test_trace_needs_a_config(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", "--params-m", "350", "--trace"])
+    assert exit_.value.code == 2
+    assert "--trace needs a model config" in capsys.readouterr().err
+
+
 def test_checkpointing_keeps_layer_inputs_plus_one_layer(trace) -> None:
     cfg = config("llama-2-7b", 4, vocab_size=1000)
     plain = traced(trace, cfg, AMP_SDPA)
