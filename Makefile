@@ -26,8 +26,12 @@ system-deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# torch first, pinned, so the CPU wheel is used (the `trace` extra must not pull a CUDA build).
+TORCH_PIN ?= torch==2.13.0
+
 test-deps: $(BIN)/python system-deps
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet '$(TORCH_PIN)'
+	$(BIN)/pip install --quiet -e '.[test,trace]'
 
 test: test-deps
 	$(BIN)/ruff check .

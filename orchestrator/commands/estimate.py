@@ -4,6 +4,7 @@ JSON contract (read by other tools; keep it stable):
 {"model": str, "job": {JobSpec fields}, "parameters": int, "trainable_parameters": int,
  "memory": {"parameters_bytes": int, "gradients_bytes": int, "optimizer_bytes": int,
             "activations_bytes": int, "overhead_bytes": int, "total_bytes": int},
+ "activations_source": "analytic" | "trace",
  "warnings": [str, ...]}
 All byte counts are for ONE GPU of the job's data-parallel group.
 """
@@ -42,8 +43,19 @@ def estimate_result(
         "parameters": data["parameters"],
         "trainable_parameters": data["trainable_parameters"],
         "memory": data["memory"],
+        "activations_source": "trace" if _traced(arch) else "analytic",
         "warnings": list(warnings),
     }
+
+
+def _traced(arch: Architecture) -> bool:
+    return hasattr(arch, "activation_source")  # a sizing.trace.TracedArchitecture
+
+
+def activation_source(arch: Architecture, job: JobSpec) -> str:
+    if _traced(arch):
+        return arch.activation_source(job)  # type: ignore[attr-defined]
+    return "analytic (sizing/memory.py, per-layer formulas)"
 
 
 def _count(n: int) -> str:
@@ -76,7 +88,7 @@ def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: 
     values = memory.to_dict()["memory"]
     rows = [[label, f"{values[key] / GIB:,.2f}"] for label, key in PARTS]
     body = table(["per GPU", "GiB"], rows, right={1})
-    lines = [header, "", body]
+    lines = [header, "", body, f"activations: {activation_source(arch, job)}"]
     lines += [f"warning: {w}" for w in warnings]
     return "\n".join(lines)
 

@@ -76,6 +76,12 @@ _SHAPE_OPTIONS = (
     click.option(
         "--lora-rank", "lora_rank", type=int, help="Train LoRA adapters of this rank on q and v."
     ),
+    click.option(
+        "--trace",
+        is_flag=True,
+        help="Count activations by tracing the model on the meta device (pip install "
+        "'orch[trace]'); automatic for families the analytic model does not know.",
+    ),
 )
 
 _RUN_OPTIONS = (
@@ -128,6 +134,7 @@ JOB_KEYS = (
     "samples",
     "epochs",
     "dataset_size",
+    "trace",
 )
 
 

@@ -97,6 +97,10 @@ def _head_flops(arch: Architecture, tokens: int, hidden: int) -> float:
 
 def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
     """FLOPs of forward + backward for one sample of `job` (see the module docstring)."""
+    traced = getattr(arch, "traced_flops_per_sample", None)  # sizing/trace.py
+    flops = traced(job) if traced is not None else None
+    if flops is not None:
+        return flops
     if arch.resnet is not None or arch.convnext is not None:
         image = job.image_size or arch.image_size
         if arch.resnet is not None:

@@ -35,6 +35,7 @@ class JobSpec:
     samples: int | None = None  # total training samples for the job (cost per job)
     epochs: float | None = None
     dataset_size: int | None = None
+    trace: bool = False  # activations from a meta-device trace (sizing/trace.py)
 
     def with_gpus(self, gpus: int) -> JobSpec:
         return replace(self, gpus=gpus)

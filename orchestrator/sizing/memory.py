@@ -494,6 +494,9 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     `mask_bytes` is 1 on CUDA (bool dropout masks); PyTorch's CPU dropout keeps a float
     mask, so the CPU accuracy benchmark passes 4.
     """
+    traced = getattr(arch, "traced_activation_bytes", None)  # sizing/trace.py
+    if traced is not None:
+        return traced(job)
     dt = dtypes(job.precision, mask_bytes)
     b = job.batch
     lora = bool(job.lora_rank)
@@ -654,7 +657,7 @@ def optimizer_state_bytes(arch: Architecture, job: JobSpec) -> int:
 
 
 def _largest_layer_parameters(arch: Architecture) -> int:
-    layers = sum(s.layers for s in arch.stacks) or 1
+    layers = sum(s.layers for s in arch.stacks) or getattr(arch, "layer_count", 1)
     biggest_tensor = max(math.prod(w.shape) for w in arch.weights)
     return max(arch.parameters // layers, biggest_tensor)
 

@@ -78,7 +78,7 @@ def _sources(job: JobSpec) -> list[str]:
     return given
 
 
-def read_hf_config(path: str) -> Architecture:
+def read_hf_config(path: str, job: JobSpec | None = None) -> Architecture:
     """Architecture from a config.json file; UsageError naming the file and the problem."""
     file = Path(path)
     if file.is_dir() and (file / "config.json").is_file():
@@ -99,20 +99,36 @@ def read_hf_config(path: str) -> Architecture:
     name = ""
     if isinstance(config, dict) and not config.get("_name_or_path"):
         name = file.parent.name if file.name == "config.json" else file.stem
-    try:
-        return from_hf_config(config, name)
-    except ConfigError as exc:
-        raise UsageError(f"{path}: {exc}") from None
+    return _from_config(config, name, job or JobSpec(), path)
 
 
-def _catalog_architecture(name: str) -> Architecture:
+def _catalog_architecture(name: str, job: JobSpec) -> Architecture:
     from orchestrator.catalog import find_model  # the catalog is only read when named
 
     entry = find_model(name)
+    return _from_config(entry.config, entry.name, job, f"catalog model {entry.name}")
+
+
+def _from_config(config: dict, name: str, job: JobSpec, where: str) -> Architecture:
+    """The analytic model where it knows the family (activations traced on --trace); a
+    meta-device trace where it does not and the `trace` extra is installed."""
     try:
-        return from_hf_config(entry.config, entry.name)
+        arch = from_hf_config(config, name)
     except ConfigError as exc:
-        raise UsageError(f"catalog model {entry.name}: {exc}") from None
+        if not str(exc).startswith("unsupported model_type"):
+            raise UsageError(f"{where}: {exc}") from None
+        from orchestrator.sizing import trace  # torch itself is imported only by a trace
+
+        if not trace.available():
+            raise UsageError(
+                f"{where}: {exc}; {trace.EXTRA_HINT} to trace any transformers model"
+            ) from None
+        return trace.traced_architecture(config, name, job)
+    if job.trace:
+        from orchestrator.sizing import trace
+
+        return trace.traced_architecture(config, name, job, analytic=arch)
+    return arch
 
 
 def _check_shape(arch: Architecture, job: JobSpec) -> list[str]:
@@ -166,10 +182,12 @@ def resolve_architecture(job: JobSpec) -> tuple[Architecture, list[str]]:
         raise UsageError(f"give only one model source, not {' and '.join(sources)}")
     warnings = validate_job(job)
     if job.model is not None:
-        arch = _catalog_architecture(job.model)
+        arch = _catalog_architecture(job.model, job)
     elif job.hf_config is not None:
-        arch = read_hf_config(job.hf_config)
+        arch = read_hf_config(job.hf_config, job)
     else:
+        if job.trace:
+            raise UsageError("--trace needs a model config: use --model or --hf-config")
         params_m = job.params_m
         if isinstance(params_m, bool) or not isinstance(params_m, int | float):
             raise UsageError(f"--params-m must be a number, got {params_m!r}")

@@ -140,8 +140,14 @@ def test_bad_input_is_one_line_and_exit_2(
     ],
 )
 def test_bad_config_files_name_the_file(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, message: str
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    content: str,
+    message: str,
 ) -> None:
+    # As without the `trace` extra (with it, an unknown family is traced instead).
+    monkeypatch.setattr("orchestrator.sizing.trace.available", lambda: False)
     path = tmp_path / "config.json"
     path.write_text(content)
     code, _, err = run(capsys, "--hf-config", str(path))
