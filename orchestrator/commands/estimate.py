@@ -4,6 +4,9 @@ JSON contract (read by other tools; keep it stable):
 {"model": str, "job": {JobSpec fields}, "parameters": int, "trainable_parameters": int,
  "memory": {"parameters_bytes": int, "gradients_bytes": int, "optimizer_bytes": int,
             "activations_bytes": int, "overhead_bytes": int, "total_bytes": int},
+ "assumptions": {"cuda_context_gib": float, "cuda_context_basis": str,
+                 "allocator_fragmentation": float, "fused_cross_entropy": bool,
+                 "activation_offload": bool},
  "warnings": [str, ...]}
 All byte counts are for ONE GPU of the job's data-parallel group.
 """
@@ -19,6 +22,7 @@ from orchestrator.commands.job_options import job_from_options, job_shape_option
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import GIB, MemoryBreakdown, estimate_memory
+from orchestrator.sizing.overhead import describe as describe_overhead
 from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.textui import table
 
@@ -42,6 +46,7 @@ def estimate_result(
         "parameters": data["parameters"],
         "trainable_parameters": data["trainable_parameters"],
         "memory": data["memory"],
+        "assumptions": data["assumptions"],
         "warnings": list(warnings),
     }
 
@@ -76,7 +81,7 @@ def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: 
     values = memory.to_dict()["memory"]
     rows = [[label, f"{values[key] / GIB:,.2f}"] for label, key in PARTS]
     body = table(["per GPU", "GiB"], rows, right={1})
-    lines = [header, "", body]
+    lines = [header, "", body, "", describe_overhead(job)]
     lines += [f"warning: {w}" for w in warnings]
     return "\n".join(lines)
 

@@ -231,7 +231,11 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
     memory = ranking.memory_by_count[choice.gpu_count]
     return Plan(
         job=ranking.job.with_gpus(choice.gpu_count).to_dict(),
-        estimate={"parameters": memory.parameters, "memory": memory.to_dict()["memory"]},
+        estimate={
+            "parameters": memory.parameters,
+            "memory": memory.to_dict()["memory"],
+            "assumptions": dict(memory.assumptions or {}),
+        },
         choice=choice,
         alternatives=alternatives,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
