@@ -18,7 +18,14 @@ from orchestrator.sizing.images import image_for
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
-from orchestrator.sizing.throughput import gpu_supports, samples_per_second, workload_of
+from orchestrator.sizing.throughput import (
+    Collectives,
+    collective_bytes,
+    gpu_supports,
+    samples_per_second,
+    shape_of,
+    workload_of,
+)
 
 CLOUDS = ("aws", "aliyun")
 DEFAULT_SAMPLES = 100_000  # when neither --samples nor --epochs/--dataset-size is given
@@ -109,6 +116,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     samples, assumed = job_samples(job)
     flops = training_flops_per_sample(arch, job)
     workload = workload_of(arch)
+    shape = shape_of(arch, job)
     gpus = load_gpus()
     unknown = sorted(set(options.throughput) - set(gpus))
     if unknown:
@@ -143,7 +151,15 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
             )
             continue
         rate = samples_per_second(
-            flops, gpu, count, job.precision, options.throughput.get(gpu.name), workload
+            flops,
+            gpu,
+            count,
+            job.precision,
+            options.throughput.get(gpu.name),
+            workload,
+            shape=shape,
+            collectives=_collectives(instance, memory[count], job),
+            batch=job.batch,
         )
         hours = samples / rate / 3600 + SETUP_HOURS
         if options.deadline_hours is not None and hours > options.deadline_hours:
@@ -163,6 +179,20 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         rejected=rejected,
         warnings=warnings,
     )
+
+
+def _collectives(instance: InstanceType, memory: MemoryBreakdown, job: JobSpec):
+    """The box's collectives per micro-batch, when its interconnect is in the catalog."""
+    from orchestrator.catalog.interconnect import interconnect_of
+
+    link = interconnect_of(instance.family)
+    if link is None or instance.gpu_count <= 1:
+        return None
+    moved = collective_bytes(
+        memory.parameters, memory.trainable_parameters, job.zero, job.precision,
+        instance.gpu_count,
+    )
+    return Collectives(moved, link.busbw_gbps, link.kind)
 
 
 def _priced_candidates(
