@@ -205,11 +205,22 @@ def calibrate(
 ) -> Calibration:
     """Median shape-normalised utilisation (e_max) per (gpu, peak key, workload)."""
     gpus = load_gpus()
-    samples: dict[tuple[str, str, str], list[float]] = {}
+    samples: dict[tuple[tuple[Any, ...], str, str], list[float]] = {}
     for name, key, workload, shape, u in measured_utilisations(measurements, llm):
         factor = shape_factor(gpus[name], key, shape, alpha, beta, attention_rate)
-        samples.setdefault((name, key, workload), []).append(u / factor)
-    return {k: _median(v) for k, v in samples.items()}
+        samples.setdefault((_chip(gpus[name]), key, workload), []).append(u / factor)
+    # GPUs on the same chip (A100 40 and 80 GB, V100 16 and 32 GB) share one e_max: memory
+    # size and bandwidth differences are in the shape factor already.
+    return {
+        (gpu.name, key, workload): _median(values)
+        for (chip, key, workload), values in samples.items()
+        for gpu in gpus.values()
+        if _chip(gpu) == chip
+    }
+
+
+def _chip(gpu: Gpu) -> tuple[Any, ...]:
+    return (gpu.architecture, tuple(sorted(gpu.peak_tflops.items())))
 
 
 # bf16 and fp16 run on the same tensor cores at the same dense rate on every GPU that has both,
