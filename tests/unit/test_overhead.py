@@ -140,3 +140,28 @@ def test_measured_peaks_benchmark_meets_its_target() -> None:
         loo = memory_peaks.fit(cases[:i] + cases[i + 1 :])
         err = memory_peaks.error(case, loo)
         assert -0.05 <= err <= 0.10, (case.raw["label"], err)
+
+
+def test_orch_check_records_its_report_for_sizing(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from orchestrator.check.nvidia_smi import GpuInventory
+    from orchestrator.check.record import driver_versions, load_check
+    from orchestrator.check.verify import CheckReport, Expected
+    from orchestrator.commands.check import _record
+
+    gpu = GpuInventory(0, "NVIDIA A10G", 23028, "535.183.01", 0, "00000000:00:1E.0", "GPU-1")
+    report = CheckReport("b1", "ssh", Expected("A10G", 1, 24), gpus=[gpu])
+    _record(SimpleNamespace(directory=tmp_path), report)  # type: ignore[arg-type]
+    recorded = load_check(tmp_path)
+    assert recorded is not None and driver_versions(recorded) == ["535.183.01"]
+    _record(SimpleNamespace(directory=tmp_path / "missing"), report)  # type: ignore[arg-type]
+    assert load_check(tmp_path / "missing") is None  # best effort: no crash, nothing written
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1", "1.5"])
+def test_bad_lora_dropout_is_a_usage_error(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    code, _, err = estimate_json(
+        capsys, "--model", "gpt2", "--lora-rank", "8", "--lora-dropout", value
+    )
+    assert code == 2 and err.startswith("orch: error: --lora-dropout")
