@@ -126,12 +126,25 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> Non
     if local:
         report = check_local(_expected_from_plan(plan_path), timeout=timeout)
     else:
-        report = check_box(_load_box(name), ssh_config=ssh_config, timeout=timeout, via=via)
+        box = _load_box(name)
+        report = check_box(box, ssh_config=ssh_config, timeout=timeout, via=via)
+        _record(box, report)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         _print_report(report)
     ctx.exit(report.exit_code)
+
+
+def _record(box: Box, report: CheckReport) -> None:
+    """Keep the report in the box's directory: sizing reads its driver version
+    (`--cuda-context-gib box:NAME`). Best effort: a read-only state home loses nothing else."""
+    import contextlib
+
+    from orchestrator.check.record import save_check
+
+    with contextlib.suppress(OSError):
+        save_check(box.directory, report.to_dict())
 
 
 def _format_sample(sample: Sample) -> list[str]:

@@ -5,6 +5,9 @@ JSON contract (read by other tools; keep it stable):
  "memory": {"parameters_bytes": int, "gradients_bytes": int, "optimizer_bytes": int,
             "activations_bytes": int, "overhead_bytes": int, "total_bytes": int},
  "activations_source": "analytic" | "trace",
+ "assumptions": {"cuda_context_gib": float, "cuda_context_basis": str,
+                 "allocator_fragmentation": float, "fused_cross_entropy": bool,
+                 "activation_offload": bool},
  "warnings": [str, ...]}
 All byte counts are for ONE GPU of the job's data-parallel group.
 """
@@ -20,6 +23,7 @@ from orchestrator.commands.job_options import job_from_options, job_shape_option
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import GIB, MemoryBreakdown, estimate_memory
+from orchestrator.sizing.overhead import describe as describe_overhead
 from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.textui import table
 
@@ -44,6 +48,7 @@ def estimate_result(
         "trainable_parameters": data["trainable_parameters"],
         "memory": data["memory"],
         "activations_source": "trace" if _traced(arch) else "analytic",
+        "assumptions": data["assumptions"],
         "warnings": list(warnings),
     }
 
@@ -89,6 +94,7 @@ def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: 
     rows = [[label, f"{values[key] / GIB:,.2f}"] for label, key in PARTS]
     body = table(["per GPU", "GiB"], rows, right={1})
     lines = [header, "", body, f"activations: {activation_source(arch, job)}"]
+    lines += ["", describe_overhead(job)]
     lines += [f"warning: {w}" for w in warnings]
     return "\n".join(lines)
 

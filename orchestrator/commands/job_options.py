@@ -82,6 +82,29 @@ _SHAPE_OPTIONS = (
         help="Count activations by tracing the model on the meta device (pip install "
         "'orch[trace]'); automatic for families the analytic model does not know.",
     ),
+    # Overhead and implementation knobs (orchestrator/sizing/overhead.py).
+    click.option(
+        "--lora-dropout", "lora_dropout", type=float, default=0.0, help="LoRA dropout (PEFT)."
+    ),
+    click.option(
+        "--fused-ce",
+        "fused_ce",
+        is_flag=True,
+        help="Fused/chunked cross-entropy (Liger, flash-attn): no fp32 logits kept.",
+    ),
+    click.option(
+        "--activation-offload",
+        "activation_offload",
+        is_flag=True,
+        help="Saved activations offloaded to CPU memory (save_on_cpu, torchtune offload).",
+    ),
+    click.option(
+        "--cuda-context-gib",
+        "cuda_context_gib",
+        metavar="GIB|box:NAME",
+        help="CUDA context per GPU (default 0.5: CUDA 12, lazy loading); box:NAME reads the "
+        "driver that box's last `orch check` recorded.",
+    ),
 )
 
 _RUN_OPTIONS = (
@@ -131,6 +154,9 @@ JOB_KEYS = (
     "gpus",
     "zero",
     "lora_rank",
+    "lora_dropout",
+    "fused_ce",
+    "activation_offload",
     "samples",
     "epochs",
     "dataset_size",
@@ -140,4 +166,10 @@ JOB_KEYS = (
 
 def job_from_options(**kwargs: Any) -> JobSpec:
     """A JobSpec from the values `job_options` parsed (unknown keys are ignored)."""
-    return JobSpec(**{key: kwargs[key] for key in JOB_KEYS if key in kwargs})
+    values = {key: kwargs[key] for key in JOB_KEYS if key in kwargs}
+    context = kwargs.get("cuda_context_gib")
+    if context is not None:
+        from orchestrator.sizing.context_option import parse_context_option
+
+        values["cuda_context_gib"], values["cuda_context_basis"] = parse_context_option(context)
+    return JobSpec(**values)

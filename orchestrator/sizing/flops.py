@@ -80,6 +80,9 @@ def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]
     return weights, attention
 
 
+layer_flops = _layer_flops  # public name for the throughput model's attention share
+
+
 def _head_flops(arch: Architecture, tokens: int, hidden: int) -> float:
     head = arch.head
     if head.kind in ("causal-lm", "seq2seq-lm"):

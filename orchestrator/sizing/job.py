@@ -36,6 +36,12 @@ class JobSpec:
     epochs: float | None = None
     dataset_size: int | None = None
     trace: bool = False  # activations from a meta-device trace (sizing/trace.py)
+    # Overhead and implementation knobs (orchestrator/sizing/overhead.py).
+    cuda_context_gib: float | None = None  # None: the default assumption
+    cuda_context_basis: str | None = None  # where a given context figure comes from
+    fused_ce: bool = False  # fused/chunked cross-entropy: no fp32 logits kept
+    activation_offload: bool = False  # saved activations copied to host memory
+    lora_dropout: float = 0.0  # > 0 keeps a mask and a dropped copy of each adapter's input
 
     def with_gpus(self, gpus: int) -> JobSpec:
         return replace(self, gpus=gpus)

@@ -13,19 +13,17 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.sizing import overhead as ovh
 from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
 
 MIB = 1024**2
 GIB = 1024**3
 
-# CUDA context plus the cuBLAS/cuDNN kernels PyTorch loads (with lazy module loading) and the
-# cuBLAS workspace: what `nvidia-smi` shows for a process before any tensor is allocated.
-CUDA_CONTEXT_BYTES = 512 * MIB
+# The CUDA context and the allocator's reserve: orchestrator/sizing/overhead.py.
 CUDNN_WORKSPACE_BYTES = 256 * MIB  # convolution algorithms' scratch space (CNNs)
 NCCL_BYTES = 256 * MIB  # NCCL communicator buffers when gpus > 1
 COMM_BUCKET_BYTES = 200 * MIB  # ZeRO reduce/all-gather buckets
-ALLOCATOR_SLACK = 0.05  # caching-allocator fragmentation on the dynamic (per-step) memory
 ADAM8BIT_MIN_SIZE = 4096  # bitsandbytes keeps 32-bit states for tensors smaller than this
 ADAM8BIT_BLOCK = 2048  # one fp32 absmax per block of 2048 values, per state
 
@@ -40,11 +38,13 @@ class MemoryBreakdown:
     total_bytes: int
     parameters: int  # total parameter count of the model (not per GPU)
     trainable_parameters: int
+    assumptions: dict[str, Any] | None = None  # overhead.assumptions(job)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "parameters": self.parameters,
             "trainable_parameters": self.trainable_parameters,
+            "assumptions": dict(self.assumptions or {}),
             "memory": {
                 "parameters_bytes": self.parameters_bytes,
                 "gradients_bytes": self.gradients_bytes,
@@ -601,7 +601,9 @@ def transient_bytes(arch: Architecture, job: JobSpec) -> int:
         lengths = [arch.source_length or job.seq, job.target_seq or job.seq]
     t_out = b * lengths[-1]
     candidates = [0.0]
-    if arch.head.vocab:
+    if arch.head.vocab and job.fused_ce:
+        candidates.append(ovh.fused_ce_transient(arch, job, dt.act))
+    elif arch.head.vocab:
         # The logits (kept alive by the model's output) plus, in the loss backward, the
         # fp32 gradients of the log-softmax output and input at the same time.
         candidates.append(t_out * arch.head.vocab * (dt.act + 8))
@@ -691,8 +693,10 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
     opt = optimizer_state_bytes(arch, job)
     opt_bytes = opt / gpus if zero >= 1 else opt
     act_bytes = activation_bytes(arch, job)
+    act_bytes += ovh.lora_dropout_bytes(arch, job)
+    act_bytes -= ovh.fused_ce_savings(arch, job) + ovh.offload_savings(arch, job)
 
-    overhead = CUDA_CONTEXT_BYTES
+    overhead = ovh.context_assumption(job).gib * GIB
     if arch.resnet is not None or arch.convnext is not None:
         overhead += CUDNN_WORKSPACE_BYTES
     if gpus > 1:
@@ -705,7 +709,7 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
             # The current and the prefetched layer, gathered in the compute dtype.
             overhead += 2 * _largest_layer_parameters(arch) * dt.act
     transient = transient_bytes(arch, job)
-    overhead += transient + ALLOCATOR_SLACK * (act_bytes + transient + grads_bytes)
+    overhead += transient + ovh.allocator_reserve_bytes(act_bytes, transient)
 
     parts = [params_bytes, grads_bytes, opt_bytes, act_bytes, overhead]
     ints = [int(math.ceil(p)) for p in parts]
@@ -718,4 +722,5 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
         total_bytes=sum(ints),
         parameters=total_params,
         trainable_parameters=trainable,
+        assumptions=ovh.assumptions(job),
     )

@@ -59,6 +59,10 @@ def validate_job(job: JobSpec) -> list[str]:
     _choice(job.precision, PRECISIONS, "--precision")
     _choice(job.optimizer, OPTIMIZERS, "--optimizer")
     _choice(job.attention, ATTENTIONS, "--attention")
+    if not 0 <= job.lora_dropout < 1:
+        raise UsageError(f"--lora-dropout must be in [0, 1), got {job.lora_dropout!r}")
+    if job.cuda_context_gib is not None and not 0 <= job.cuda_context_gib <= 16:
+        raise UsageError("--cuda-context-gib must be between 0 and 16 GiB")
     if job.zero not in ZERO_STAGES:
         raise UsageError(f"--zero must be one of 0, 1, 2, 3, got {job.zero!r}")
     warnings = []

@@ -21,9 +21,12 @@ from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.sizing.throughput import (
+    Collectives,
+    collective_bytes,
     effective_precision,
     gpu_supports,
     samples_per_second,
+    shape_of,
     workload_of,
 )
 
@@ -147,6 +150,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     samples, assumed = job_samples(job)
     flops = training_flops_per_sample(arch, job)
     workload = workload_of(arch)
+    shape = shape_of(arch, job)
     gpus = load_gpus()
     unknown = sorted(set(options.throughput) - set(gpus))
     if unknown:
@@ -181,7 +185,17 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
             )
             continue
         measured = options.throughput.get(gpu.name)
-        rate = samples_per_second(flops, gpu, count, job.precision, measured, workload)
+        rate = samples_per_second(
+            flops,
+            gpu,
+            count,
+            job.precision,
+            measured,
+            workload,
+            shape=shape,
+            collectives=_collectives(instance, memory[count], job),
+            batch=job.batch,
+        )
         used, precision_note = effective_precision(gpu, job.precision)
         notes = [precision_note] if precision_note else []
         if job.zero and count == 1:
@@ -214,6 +228,20 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         rejected=rejected,
         warnings=warnings,
     )
+
+
+def _collectives(instance: InstanceType, memory: MemoryBreakdown, job: JobSpec):
+    """The box's collectives per micro-batch, when its interconnect is in the catalog."""
+    from orchestrator.catalog.interconnect import interconnect_of
+
+    link = interconnect_of(instance.family)
+    if link is None or instance.gpu_count <= 1:
+        return None
+    moved = collective_bytes(
+        memory.parameters, memory.trainable_parameters, job.zero, job.precision,
+        instance.gpu_count,
+    )
+    return Collectives(moved, link.busbw_gbps, link.kind)
 
 
 def _priced_candidates(
@@ -303,7 +331,11 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
     memory = ranking.memory_by_count[choice.gpu_count]
     return Plan(
         job=ranking.job.with_gpus(choice.gpu_count).to_dict(),
-        estimate={"parameters": memory.parameters, "memory": memory.to_dict()["memory"]},
+        estimate={
+            "parameters": memory.parameters,
+            "memory": memory.to_dict()["memory"],
+            "assumptions": dict(memory.assumptions or {}),
+        },
         choice=choice,
         alternatives=alternatives,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from orchestrator.catalog import Gpu, ThroughputMeasurement, load_gpus, load_measurements
 from orchestrator.errors import UsageError
@@ -28,6 +29,62 @@ PEAK_KEY = {"fp32": "fp32", "tf32": "tf32", "amp-fp16": "fp16", "amp-bf16": "bf1
 # NVLink/NVSwitch, less well over PCIe. Documented in docs/throughput.md.
 SCALING_NVLINK = 0.95
 SCALING_PCIE = 0.88
+
+# Utilisation falls with the job's shape (a roofline of the step): element-wise traffic per
+# FLOP grows as 1/hidden, weight traffic per FLOP as 1/tokens-per-micro-batch, and both
+# weigh by the GPU's FLOP-per-byte ratio (peak / memory bandwidth):
+#     roofline = 1 / (1 + (peak / bandwidth) * (SHAPE_ALPHA / hidden + SHAPE_BETA / tokens))
+#     utilisation = e_max[gpu] * roofline
+# e_max is calibrated per GPU from the measurements divided by this factor; SHAPE_ALPHA and
+# SHAPE_BETA are fitted on BERT and LLM measurements (benchmarks/throughput_accuracy.py
+# prints the fit and the leave-one-out error per model family).
+SHAPE_ALPHA = 4.0
+SHAPE_BETA = 5.0
+# Attention's score/context matmuls (flash kernels) run at a lower rate than the weight
+# matmuls: their FLOPs count 1 / ATTENTION_RATE times. Fitted with the two above.
+ATTENTION_RATE = 0.4
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a transformer step's utilisation depends on beyond its FLOPs."""
+
+    hidden: int
+    tokens: int  # per GPU per micro-batch
+    attention: float = 0.0  # share of the step's FLOPs in attention scores and context
+
+
+def shape_of(arch: Architecture, job: JobSpec) -> Shape | None:
+    if arch.kind == "cnn" or not arch.stacks:
+        return None
+    from orchestrator.sizing.flops import layer_flops
+
+    hidden = max(st.hidden for st in arch.stacks)
+    seq = arch.vision_tokens(job.image_size or arch.image_size) if arch.kind == "vit" else job.seq
+    sdpa = job.attention == "sdpa" and arch.sdpa
+    weights = attention = 0.0
+    for st in arch.stacks:
+        w, a = layer_flops(st, seq, seq, sdpa)
+        weights += st.layers * w
+        attention += st.layers * a
+    share = attention / (weights + attention) if weights + attention else 0.0
+    return Shape(hidden, max(1, job.batch * seq), share)
+
+
+def shape_factor(
+    gpu: Gpu,
+    key: str,
+    shape: Shape | None,
+    alpha: float = SHAPE_ALPHA,
+    beta: float = SHAPE_BETA,
+    attention_rate: float = ATTENTION_RATE,
+) -> float:
+    """Utilisation relative to the GPU's e_max for a job of this shape (1 without one)."""
+    if shape is None:
+        return 1.0
+    ratio = gpu.peak_tflops[key] * 1e12 / (gpu.memory_bandwidth_gbps * 1e9)
+    roofline = 1.0 / (1.0 + ratio * (alpha / shape.hidden + beta / shape.tokens))
+    return roofline / (1.0 + (1.0 / attention_rate - 1.0) * shape.attention)
 
 
 @dataclass(frozen=True)
@@ -73,18 +130,23 @@ Calibration = dict[tuple[str, str, str], float]  # (gpu, peak key, workload) -> 
 
 @lru_cache(maxsize=1)
 def calibrated_efficiency() -> Calibration:
-    """The catalog's measurements, calibrated once per process."""
-    return calibrate(load_measurements())
+    """The catalog's measurements (gpus.toml and llm_throughput.toml), calibrated once."""
+    from orchestrator.catalog.interconnect import load_llm_measurements
+
+    return calibrate(load_measurements(), load_llm_measurements())
 
 
-def calibrate(measurements: Iterable[ThroughputMeasurement]) -> Calibration:
-    """Median measured model-FLOPs utilisation per (gpu, peak key, workload)."""
+def measured_utilisations(
+    measurements: Iterable[ThroughputMeasurement], llm: Iterable[Any] = ()
+) -> list[tuple[str, str, str, Shape | None, float]]:
+    """(gpu, peak key, workload, shape, utilisation per GPU at one GPU's scaling) per
+    usable measurement, in our own FLOPs convention."""
     # Imported here: resolving catalog models pulls in the architecture code.
     from orchestrator.sizing.flops import training_flops_per_sample
     from orchestrator.sizing.resolve import resolve_architecture
 
     gpus = load_gpus()
-    samples: dict[tuple[str, str, str], list[float]] = {}
+    out = []
     for m in measurements:
         gpu = gpus.get(m.gpu)
         key = PEAK_KEY.get(m.precision)
@@ -103,8 +165,62 @@ def calibrate(measurements: Iterable[ThroughputMeasurement]) -> Calibration:
             continue  # a measurement of a model the catalog lacks: not usable
         achieved = m.samples_per_s * training_flops_per_sample(arch, job)
         utilisation = achieved / (gpu.peak_tflops[key] * 1e12)
-        samples.setdefault((gpu.name, key, workload_of(arch)), []).append(utilisation)
-    return {k: _median(v) for k, v in samples.items()}
+        out.append((gpu.name, key, workload_of(arch), shape_of(arch, job), utilisation))
+    for m in llm:
+        gpu = gpus.get(m.gpu)
+        key = PEAK_KEY.get(m.precision)
+        if gpu is None or key is None or key not in gpu.peak_tflops:
+            continue
+        arch, job = llm_job(m)
+        achieved = m.tokens_per_s_per_gpu / m.seq * training_flops_per_sample(arch, job)
+        utilisation = achieved / (gpu.peak_tflops[key] * 1e12)
+        scaling = SCALING_NVLINK if m.gpus > 1 else 1.0  # all published runs: NVSwitch
+        out.append((gpu.name, key, "transformer", shape_of(arch, job), utilisation / scaling))
+    return out
+
+
+def llm_job(m: Any) -> tuple[Architecture, JobSpec]:
+    """The architecture and job of an LLM throughput measurement."""
+    from orchestrator.catalog import find_model
+    from orchestrator.catalog.interconnect import llm_arch_config
+    from orchestrator.sizing.architectures import from_hf_config
+
+    config = llm_arch_config(m.arch) or dict(find_model(m.arch).config)
+    job = JobSpec(
+        model=m.arch,
+        batch=m.batch,
+        seq=m.seq,
+        precision=m.precision,
+        grad_checkpointing=m.grad_checkpointing,
+    )
+    return from_hf_config(config, m.arch), job
+
+
+def calibrate(
+    measurements: Iterable[ThroughputMeasurement],
+    llm: Iterable[Any] = (),
+    alpha: float = SHAPE_ALPHA,
+    beta: float = SHAPE_BETA,
+    attention_rate: float = ATTENTION_RATE,
+) -> Calibration:
+    """Median shape-normalised utilisation (e_max) per (gpu, peak key, workload)."""
+    gpus = load_gpus()
+    samples: dict[tuple[tuple[Any, ...], str, str], list[float]] = {}
+    for name, key, workload, shape, u in measured_utilisations(measurements, llm):
+        factor = shape_factor(gpus[name], key, shape, alpha, beta, attention_rate)
+        samples.setdefault((_chip(gpus[name]), key, workload), []).append(u / factor)
+    # GPUs on the same chip (A100 40 and 80 GB, V100 16 and 32 GB) share one e_max: memory
+    # size and bandwidth differences are in the shape factor already.
+    return {
+        (gpu.name, key, workload): _median(values)
+        for (chip, key, workload), values in samples.items()
+        for gpu in gpus.values()
+        if _chip(gpu) == chip
+    }
+
+
+def _chip(gpu: Gpu) -> tuple[Any, ...]:
+    return (gpu.architecture, tuple(sorted(gpu.peak_tflops.items())))
 
 
 # bf16 and fp16 run on the same tensor cores at the same dense rate on every GPU that has both,
@@ -143,21 +259,29 @@ def _from_siblings(gpu: Gpu, key: str, workload: str, table: Calibration) -> flo
 
 
 def gpu_rate(
-    gpu: Gpu, precision: str, workload: str = "transformer", table: Calibration | None = None
+    gpu: Gpu,
+    precision: str,
+    workload: str = "transformer",
+    table: Calibration | None = None,
+    shape: Shape | None = None,
 ) -> GpuRate:
-    """Peak and achievable fraction for a GPU: measured, else transferred, else the prior."""
+    """Peak and achievable fraction for a GPU: measured, else transferred, else the prior.
+
+    With a `shape` the calibrated e_max is scaled by the job's shape factor; without one the
+    rate is e_max (the large-shape limit)."""
     table = calibrated_efficiency() if table is None else table
     used, note = effective_precision(gpu, precision)
     key = PEAK_KEY[used]
     if key not in gpu.peak_tflops:
         key = "fp32"
     peak = gpu.peak_tflops[key]
+    factor = shape_factor(gpu, key, shape)
     measured = _measured(gpu, key, workload, table)
     if measured is not None:
-        return GpuRate(used, peak, measured, "measured", note)
+        return GpuRate(used, peak, min(1.0, measured * factor), "measured", note)
     transferred = _from_siblings(gpu, key, workload, table)
     if transferred is not None:
-        return GpuRate(used, peak, transferred, "transferred", note)
+        return GpuRate(used, peak, min(1.0, transferred * factor), "transferred", note)
     return GpuRate(used, peak, gpu.efficiency.get(key, 0.3), "prior", note)
 
 
@@ -168,6 +292,37 @@ def multi_gpu_scaling(gpu: Gpu, count: int) -> float:
     return SCALING_NVLINK if nvlink else SCALING_PCIE
 
 
+@dataclass(frozen=True)
+class Collectives:
+    """What data-parallel / sharded training moves between a box's GPUs each micro-batch."""
+
+    bytes_per_gpu: float  # sent (and received) by each GPU per micro-batch step
+    busbw_gbps: float  # the box's NCCL bus bandwidth (catalog/data/interconnect.toml)
+    kind: str  # "nvswitch" | "nvlink" | "pcie"
+
+    def seconds(self) -> float:
+        return self.bytes_per_gpu / (self.busbw_gbps * 1e9)
+
+
+def collective_bytes(
+    parameters: int, trainable: int, zero: int, precision: str, count: int
+) -> float:
+    """Bytes each GPU moves per micro-batch step (ring collectives move (n-1)/n of a buffer):
+
+    ZeRO-3 / FSDP full-shard: all-gather the weights for forward and again for backward in
+    the compute dtype, reduce-scatter the gradients; ZeRO 0-2 (DDP): all-reduce (twice the
+    buffer) of the gradients. Gradients are fp32 under autocast, bf16 in pure bf16. Gradient
+    accumulation's no_sync is not assumed (conservative for DDP)."""
+    if count <= 1:
+        return 0.0
+    compute = 4 if precision == "fp32" else 2
+    grad = 2 if precision == "bf16" else 4
+    ring = (count - 1) / count
+    if zero >= 3:
+        return ring * (2 * parameters * compute + trainable * grad)
+    return ring * 2 * trainable * grad
+
+
 def samples_per_second(
     flops_per_sample: float,
     gpu: Gpu,
@@ -175,13 +330,27 @@ def samples_per_second(
     precision: str,
     override: float | None = None,
     workload: str = "transformer",
+    shape: Shape | None = None,
+    collectives: Collectives | None = None,
+    batch: int = 1,
 ) -> float:
     """Training samples/s for `count` GPUs of one box working data-parallel.
 
     `override` is a user's measured samples/s per GPU for this GPU model (--throughput).
+    `shape` scales the calibrated e_max to the job (micro-batch tokens, width, attention).
+    With `collectives` (the box's interconnect known) a micro-batch step takes the longer of
+    its compute (with NVSwitch-class sync overhead, SCALING_NVLINK) and its collectives,
+    which overlap with compute (FSDP prefetch, DDP bucketing); otherwise a fixed scaling
+    by the GPU's link kind applies.
     """
     per_gpu = override
     if per_gpu is None:
-        rate = gpu_rate(gpu, precision, workload)
+        rate = gpu_rate(gpu, precision, workload, shape=shape)
         per_gpu = rate.peak_tflops * 1e12 * rate.efficiency / flops_per_sample
-    return per_gpu * count * multi_gpu_scaling(gpu, count)
+    if count <= 1:
+        return per_gpu
+    if collectives is None:
+        return per_gpu * count * multi_gpu_scaling(gpu, count)
+    compute = batch / per_gpu / SCALING_NVLINK
+    step = max(compute, collectives.seconds())
+    return count * batch / step

@@ -15,6 +15,7 @@ from orchestrator.sizing.throughput import (
     calibrated_efficiency,
     gpu_rate,
     samples_per_second,
+    shape_of,
     workload_of,
 )
 
@@ -47,7 +48,7 @@ def test_held_out_transformer_measurements_are_predicted() -> None:
             continue
         table = calibrate(measurements[:i] + measurements[i + 1 :])
         precision = "tf32" if m.precision == "tf32" else m.precision
-        rate = gpu_rate(GPUS[m.gpu], precision, "transformer", table)
+        rate = gpu_rate(GPUS[m.gpu], precision, "transformer", table, shape_of(arch, job_of(m)))
         predicted = rate.peak_tflops * 1e12 * rate.efficiency
         predicted /= training_flops_per_sample(arch, job_of(m))
         errors.append(abs(predicted - m.samples_per_s) / m.samples_per_s)

@@ -1,0 +1,180 @@
+"""What a real GPU process holds beyond the tensors: the CUDA context and the caching
+allocator's reserve above the allocated peak; and the implementation knobs that change the
+activation footprint (fused cross-entropy, activation offload).
+
+`nvidia-smi` shows, for a PyTorch training process,
+
+    CUDA context (driver, PyTorch's and cuBLAS/cuDNN's kernels)  +  reserved by the allocator
+
+and `torch.cuda.max_memory_reserved()` is the second term only. Both parts are modelled here;
+benchmarks/memory_peaks.py checks the totals against published measured peaks and reports the
+leave-one-out error of the one fitted constant (FRAGMENTATION). docs/accuracy.md has the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.sizing.job import JobSpec
+
+if TYPE_CHECKING:
+    from orchestrator.sizing.architectures import Architecture
+
+GIB = 1024**3
+
+# CUDA context before the first tensor, as nvidia-smi counts it:
+# - CUDA >= 11.7 runtime with lazy module loading (default in PyTorch since 1.13 via
+#   CUDA_MODULE_LOADING=LAZY, https://github.com/pytorch/pytorch/pull/86509 , 2022-10-07:
+#   287 MB lazy vs 667 MB eager for a small tensor; "around 400MB if CUDA >= 11.7 is used and
+#   lazy module loading enabled", https://github.com/pytorch/pytorch/issues/109888 ,
+#   2023-09-23; "~300MB", https://github.com/pytorch/pytorch/issues/107667 , 2023-08-28).
+#   cuBLAS/cuDNN kernels and workspaces loaded during the first steps add ~100 MB: 0.5 GiB.
+# - Eager loading (a driver older than R515, or a CUDA < 11.7 build): every kernel is loaded
+#   at start-up. Measured 1343 MB on a V100 with driver 460.91 / CUDA 11.2 (transformers
+#   docs, model_memory_anatomy.md, 2022-01-11): 1.3 GiB.
+# Lazy loading needs driver >= 515 (NVIDIA CUDA Programming Guide, 4.7 Lazy Loading, "CUDA
+# Driver Version Requirement", read 2026-12-03:
+# https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/lazy-loading.html );
+# it is on by default from CUDA 12.2 on Linux.
+CONTEXT_LAZY_GIB = 0.5
+CONTEXT_EAGER_GIB = 1.3
+LAZY_LOADING_MIN_DRIVER = 515
+DEFAULT_CONTEXT_GIB = CONTEXT_LAZY_GIB
+DEFAULT_CONTEXT_BASIS = "assumed: CUDA 12 with lazy module loading"
+
+# The caching allocator rounds requests to its block sizes and keeps freed blocks for reuse;
+# the reserve above the allocated peak grows with the per-step (activation) footprint.
+# Fitted on published nvidia-smi peaks (benchmarks/memory_peaks.py prints the fit and its
+# leave-one-out error); applied to activations plus the largest transient buffer.
+FRAGMENTATION = 0.22
+
+
+@dataclass(frozen=True)
+class ContextAssumption:
+    """The CUDA context the estimate adds, and where the figure comes from."""
+
+    gib: float
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cuda_context_gib": round(self.gib, 3), "cuda_context_basis": self.basis}
+
+
+def context_for_driver(driver_version: str) -> ContextAssumption | None:
+    """The context a box's NVIDIA driver implies (lazy loading needs R515+), or None."""
+    try:
+        major = int(driver_version.strip().split(".")[0])
+    except (ValueError, IndexError):
+        return None
+    if major >= LAZY_LOADING_MIN_DRIVER:
+        return ContextAssumption(CONTEXT_LAZY_GIB, f"driver {driver_version}: lazy loading")
+    return ContextAssumption(CONTEXT_EAGER_GIB, f"driver {driver_version}: eager loading")
+
+
+def context_assumption(job: JobSpec) -> ContextAssumption:
+    """The job's CUDA context: the user's figure (or a box's check) when given, else default."""
+    if job.cuda_context_gib is not None:
+        return ContextAssumption(job.cuda_context_gib, job.cuda_context_basis or "given")
+    return ContextAssumption(DEFAULT_CONTEXT_GIB, DEFAULT_CONTEXT_BASIS)
+
+
+def allocator_reserve_bytes(activations: float, transient: float) -> float:
+    """Reserved-but-unallocated memory at the peak (fragmentation of per-step tensors)."""
+    return FRAGMENTATION * (activations + transient)
+
+
+def assumptions(job: JobSpec) -> dict[str, Any]:
+    """What the overhead terms assume, for the estimate's text and JSON."""
+    out = context_assumption(job).to_dict()
+    out["allocator_fragmentation"] = FRAGMENTATION
+    out["fused_cross_entropy"] = job.fused_ce
+    out["activation_offload"] = job.activation_offload
+    return out
+
+
+def describe(job: JobSpec) -> str:
+    """One line for the estimate table."""
+    ctx = context_assumption(job)
+    knobs = [k for k, on in (("fused CE", job.fused_ce), ("activation offload",
+             job.activation_offload)) if on]
+    extra = f"; {', '.join(knobs)}" if knobs else ""
+    return (
+        f"overhead assumes a {ctx.gib:.2f} GiB CUDA context ({ctx.basis}; --cuda-context-gib "
+        f"to change) and allocator reserve of {FRAGMENTATION:.0%} of activations{extra}"
+    )
+
+
+# ------------------------------------------------------------------ activation-footprint knobs
+
+
+def _lengths(arch: Architecture, job: JobSpec) -> list[int]:
+    if arch.kind == "vit":
+        return [arch.vision_tokens(job.image_size or arch.image_size)]
+    if arch.kind == "encoder-decoder":
+        return [job.seq, job.target_seq or job.seq]
+    return [job.seq]
+
+
+def fused_ce_savings(arch: Architecture, job: JobSpec) -> float:
+    """Saved-tensor bytes a fused/chunked cross-entropy never materialises.
+
+    The HF loss upcasts the logits and keeps the fp32 log-softmax for backward (t x vocab x 4
+    bytes). Liger's FusedLinearCrossEntropy and flash-attn's cross_entropy compute the loss
+    and the logits' gradient chunk by chunk inside the forward, so nothing of vocab width is
+    kept (https://github.com/linkedin/Liger-Kernel , README "FusedLinearCrossEntropy";
+    torchtune's chunked CE does the same in 8 chunks).
+    """
+    if not job.fused_ce or arch.resnet is not None or not arch.head.vocab:
+        return 0.0
+    if arch.head.kind not in ("causal-lm", "seq2seq-lm", "masked-lm", "pretraining"):
+        return 0.0
+    return job.batch * _lengths(arch, job)[-1] * arch.head.vocab * 4
+
+
+def fused_ce_transient(arch: Architecture, job: JobSpec, act_bytes: int) -> float:
+    """The loss's largest buffer with a fused CE: one chunk of about t x hidden logits (Liger
+    sizes chunks as tokens / ceil(vocab / hidden)) in fp32 and its gradient, plus the fp32
+    gradient of the head input."""
+    t = job.batch * _lengths(arch, job)[-1]
+    return t * arch.stacks[-1].hidden * (4 + 4 + act_bytes)
+
+
+def offload_savings(arch: Architecture, job: JobSpec) -> float:
+    """Bytes activation offload (torch.autograd.graph.save_on_cpu, torchtune/DeepSpeed CPU
+    checkpointing) moves to host memory: every layer's saved tensors (with checkpointing,
+    each layer's input) except the two layers in flight (the one computed and the one
+    being copied back, double-buffered)."""
+    if not job.activation_offload or arch.resnet is not None:
+        return 0.0
+    from orchestrator.sizing.memory import dtypes, layer_bytes  # memory imports this module
+
+    dt = dtypes(job.precision)
+    eager = job.attention == "eager" or not arch.sdpa
+    lengths = _lengths(arch, job)
+    offloaded = 0.0
+    largest = 0.0
+    for st, s in zip(arch.stacks, lengths, strict=False):
+        t = job.batch * s
+        if job.grad_checkpointing:
+            kept = t * st.hidden * dt.stream
+        else:
+            kept = layer_bytes(st, job.batch, s, lengths[0], dt, eager, job.lora_rank or 0)
+        offloaded += st.layers * kept
+        largest = max(largest, kept)
+    return max(0.0, offloaded - 2 * largest)
+
+
+def lora_dropout_bytes(arch: Architecture, job: JobSpec) -> float:
+    """LoRA dropout on the adapters' input (PEFT's lora_dropout, LitGPT's default 0.05): each
+    adapted linear keeps a bool mask and the dropped-out copy of its input for backward."""
+    if not job.lora_rank or job.lora_dropout <= 0 or arch.resnet is not None:
+        return 0.0
+    from orchestrator.sizing.memory import dtypes  # memory imports this module
+
+    act = dtypes(job.precision).act
+    total = 0.0
+    for st, s in zip(arch.stacks, _lengths(arch, job), strict=False):
+        fan_in = sum(i for i, _ in st.lora_targets)
+        total += st.layers * job.batch * s * fan_in * (1 + act)
+    return total
