@@ -1,7 +1,7 @@
 """The last `orch check` of a box, kept in the box's directory (check.json).
 
 `orch check NAME` writes the report there; sizing reads the driver version from it to know
-the box's CUDA context (`--cuda-context-gib box:NAME`, orchestrator/sizing/context_option.py).
+the box's CUDA context (`--cuda-context-gib box:NAME`, orchestrator/commands/context_option.py).
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def job_from_options(**kwargs: Any) -> JobSpec:
     values = {key: kwargs[key] for key in JOB_KEYS if key in kwargs}
     context = kwargs.get("cuda_context_gib")
     if context is not None:
-        from orchestrator.sizing.context_option import parse_context_option
+        from orchestrator.commands.context_option import parse_context_option
 
         values["cuda_context_gib"], values["cuda_context_basis"] = parse_context_option(context)
     return JobSpec(**values)

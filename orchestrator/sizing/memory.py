@@ -602,7 +602,7 @@ def transient_bytes(arch: Architecture, job: JobSpec) -> int:
     t_out = b * lengths[-1]
     candidates = [0.0]
     if arch.head.vocab and job.fused_ce:
-        candidates.append(ovh.fused_ce_transient(arch, job, dt.act))
+        candidates.append(_fused_ce_transient(arch, job, dt.act))
     elif arch.head.vocab:
         # The logits (kept alive by the model's output) plus, in the loss backward, the
         # fp32 gradients of the log-softmax output and input at the same time.
@@ -693,8 +693,8 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
     opt = optimizer_state_bytes(arch, job)
     opt_bytes = opt / gpus if zero >= 1 else opt
     act_bytes = activation_bytes(arch, job)
-    act_bytes += ovh.lora_dropout_bytes(arch, job)
-    act_bytes -= ovh.fused_ce_savings(arch, job) + ovh.offload_savings(arch, job)
+    act_bytes += _lora_dropout_bytes(arch, job)
+    act_bytes -= _fused_ce_savings(arch, job) + _offload_savings(arch, job)
 
     overhead = ovh.context_assumption(job).gib * GIB
     if arch.resnet is not None or arch.convnext is not None:
@@ -724,3 +724,74 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
         trainable_parameters=trainable,
         assumptions=ovh.assumptions(job),
     )
+
+
+# ------------------------------------------------- activation-footprint knobs (--fused-ce, ...)
+
+
+def _knob_lengths(arch: Architecture, job: JobSpec) -> list[int]:
+    if arch.kind == "vit":
+        return [arch.vision_tokens(job.image_size or arch.image_size)]
+    if arch.kind == "encoder-decoder":
+        return [job.seq, job.target_seq or job.seq]
+    return [job.seq]
+
+
+def _fused_ce_savings(arch: Architecture, job: JobSpec) -> float:
+    """Saved-tensor bytes a fused/chunked cross-entropy never materialises.
+
+    The HF loss upcasts the logits and keeps the fp32 log-softmax for backward (t x vocab x 4
+    bytes). Liger's FusedLinearCrossEntropy and flash-attn's cross_entropy compute the loss
+    and the logits' gradient chunk by chunk inside the forward, so nothing of vocab width is
+    kept (https://github.com/linkedin/Liger-Kernel , README "FusedLinearCrossEntropy";
+    torchtune's chunked CE does the same in 8 chunks).
+    """
+    if not job.fused_ce or arch.resnet is not None or not arch.head.vocab:
+        return 0.0
+    if arch.head.kind not in ("causal-lm", "seq2seq-lm", "masked-lm", "pretraining"):
+        return 0.0
+    return job.batch * _knob_lengths(arch, job)[-1] * arch.head.vocab * 4
+
+
+def _fused_ce_transient(arch: Architecture, job: JobSpec, act_bytes: int) -> float:
+    """The loss's largest buffer with a fused CE: one chunk of about t x hidden logits (Liger
+    sizes chunks as tokens / ceil(vocab / hidden)) in fp32 and its gradient, plus the fp32
+    gradient of the head input."""
+    t = job.batch * _knob_lengths(arch, job)[-1]
+    return t * arch.stacks[-1].hidden * (4 + 4 + act_bytes)
+
+
+def _offload_savings(arch: Architecture, job: JobSpec) -> float:
+    """Bytes activation offload (torch.autograd.graph.save_on_cpu, torchtune/DeepSpeed CPU
+    checkpointing) moves to host memory: every layer's saved tensors (with checkpointing,
+    each layer's input) except the two layers in flight (the one computed and the one
+    being copied back, double-buffered)."""
+    if not job.activation_offload or arch.resnet is not None:
+        return 0.0
+    dt = dtypes(job.precision)
+    eager = job.attention == "eager" or not arch.sdpa
+    lengths = _knob_lengths(arch, job)
+    offloaded = 0.0
+    largest = 0.0
+    for st, s in zip(arch.stacks, lengths, strict=False):
+        t = job.batch * s
+        if job.grad_checkpointing:
+            kept = t * st.hidden * dt.stream
+        else:
+            kept = layer_bytes(st, job.batch, s, lengths[0], dt, eager, job.lora_rank or 0)
+        offloaded += st.layers * kept
+        largest = max(largest, kept)
+    return max(0.0, offloaded - 2 * largest)
+
+
+def _lora_dropout_bytes(arch: Architecture, job: JobSpec) -> float:
+    """LoRA dropout on the adapters' input (PEFT's lora_dropout, LitGPT's default 0.05): each
+    adapted linear keeps a bool mask and the dropped-out copy of its input for backward."""
+    if not job.lora_rank or job.lora_dropout <= 0 or arch.resnet is not None:
+        return 0.0
+    act = dtypes(job.precision).act
+    total = 0.0
+    for st, s in zip(arch.stacks, _knob_lengths(arch, job), strict=False):
+        fan_in = sum(i for i, _ in st.lora_targets)
+        total += st.layers * job.batch * s * fan_in * (1 + act)
+    return total

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.sizing.job import JobSpec
 
 if TYPE_CHECKING:
-    from orchestrator.sizing.architectures import Architecture
+    pass
 
 GIB = 1024**3
 
@@ -103,78 +103,3 @@ def describe(job: JobSpec) -> str:
         f"overhead assumes a {ctx.gib:.2f} GiB CUDA context ({ctx.basis}; --cuda-context-gib "
         f"to change) and allocator reserve of {FRAGMENTATION:.0%} of activations{extra}"
     )
-
-
-# ------------------------------------------------------------------ activation-footprint knobs
-
-
-def _lengths(arch: Architecture, job: JobSpec) -> list[int]:
-    if arch.kind == "vit":
-        return [arch.vision_tokens(job.image_size or arch.image_size)]
-    if arch.kind == "encoder-decoder":
-        return [job.seq, job.target_seq or job.seq]
-    return [job.seq]
-
-
-def fused_ce_savings(arch: Architecture, job: JobSpec) -> float:
-    """Saved-tensor bytes a fused/chunked cross-entropy never materialises.
-
-    The HF loss upcasts the logits and keeps the fp32 log-softmax for backward (t x vocab x 4
-    bytes). Liger's FusedLinearCrossEntropy and flash-attn's cross_entropy compute the loss
-    and the logits' gradient chunk by chunk inside the forward, so nothing of vocab width is
-    kept (https://github.com/linkedin/Liger-Kernel , README "FusedLinearCrossEntropy";
-    torchtune's chunked CE does the same in 8 chunks).
-    """
-    if not job.fused_ce or arch.resnet is not None or not arch.head.vocab:
-        return 0.0
-    if arch.head.kind not in ("causal-lm", "seq2seq-lm", "masked-lm", "pretraining"):
-        return 0.0
-    return job.batch * _lengths(arch, job)[-1] * arch.head.vocab * 4
-
-
-def fused_ce_transient(arch: Architecture, job: JobSpec, act_bytes: int) -> float:
-    """The loss's largest buffer with a fused CE: one chunk of about t x hidden logits (Liger
-    sizes chunks as tokens / ceil(vocab / hidden)) in fp32 and its gradient, plus the fp32
-    gradient of the head input."""
-    t = job.batch * _lengths(arch, job)[-1]
-    return t * arch.stacks[-1].hidden * (4 + 4 + act_bytes)
-
-
-def offload_savings(arch: Architecture, job: JobSpec) -> float:
-    """Bytes activation offload (torch.autograd.graph.save_on_cpu, torchtune/DeepSpeed CPU
-    checkpointing) moves to host memory: every layer's saved tensors (with checkpointing,
-    each layer's input) except the two layers in flight (the one computed and the one
-    being copied back, double-buffered)."""
-    if not job.activation_offload or arch.resnet is not None:
-        return 0.0
-    from orchestrator.sizing.memory import dtypes, layer_bytes  # memory imports this module
-
-    dt = dtypes(job.precision)
-    eager = job.attention == "eager" or not arch.sdpa
-    lengths = _lengths(arch, job)
-    offloaded = 0.0
-    largest = 0.0
-    for st, s in zip(arch.stacks, lengths, strict=False):
-        t = job.batch * s
-        if job.grad_checkpointing:
-            kept = t * st.hidden * dt.stream
-        else:
-            kept = layer_bytes(st, job.batch, s, lengths[0], dt, eager, job.lora_rank or 0)
-        offloaded += st.layers * kept
-        largest = max(largest, kept)
-    return max(0.0, offloaded - 2 * largest)
-
-
-def lora_dropout_bytes(arch: Architecture, job: JobSpec) -> float:
-    """LoRA dropout on the adapters' input (PEFT's lora_dropout, LitGPT's default 0.05): each
-    adapted linear keeps a bool mask and the dropped-out copy of its input for backward."""
-    if not job.lora_rank or job.lora_dropout <= 0 or arch.resnet is not None:
-        return 0.0
-    from orchestrator.sizing.memory import dtypes  # memory imports this module
-
-    act = dtypes(job.precision).act
-    total = 0.0
-    for st, s in zip(arch.stacks, _lengths(arch, job), strict=False):
-        fan_in = sum(i for i, _ in st.lora_targets)
-        total += st.layers * job.batch * s * fan_in * (1 + act)
-    return total
