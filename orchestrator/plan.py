@@ -87,6 +87,8 @@ class Plan:
     alternatives: list[Candidate]
     created_at: str
     schema: str = SCHEMA
+    # Which clouds `plan` considered and how it ranked them (informational; `up` ignores it).
+    clouds: list[dict[str, Any]] = field(default_factory=list)
 
     def candidates(self) -> list[Candidate]:
         """The winner then the alternatives: the failover order for `orch up`."""
@@ -100,6 +102,7 @@ class Plan:
             "estimate": self.estimate,
             "choice": self.choice.to_dict(),
             "alternatives": [c.to_dict() for c in self.alternatives],
+            **({"clouds": self.clouds} if self.clouds else {}),
         }
 
     @classmethod

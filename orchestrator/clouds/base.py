@@ -120,6 +120,18 @@ class TaggedResource:
 
 
 @dataclass(frozen=True)
+class LocalSetup:
+    """What this machine has configured for a cloud, read offline (environment and config
+    files only: no SDK, no network), so `orch plan --cloud any` can rank what the user can
+    actually launch first."""
+
+    usable: bool  # credentials (or a profile that names them) are present
+    basis: str = ""  # where they come from: "AWS_PROFILE", "~/.aws/credentials", ...
+    region: str | None = None  # the configured default region
+    region_basis: str = ""  # where the region comes from: "AWS_REGION", "~/.aws/config", ...
+
+
+@dataclass(frozen=True)
 class ImageChoice:
     """Which image a candidate boots: the plan's `image` query, login user, root volume."""
 
@@ -217,6 +229,10 @@ class Cloud(Protocol):
 
     def runtime_env(self) -> dict[str, str]:
         """Extra environment for Terraform, derived from standard variables at each run."""
+        ...
+
+    def local_setup(self) -> LocalSetup:
+        """Credentials and default region configured on this machine (offline: no SDK)."""
         ...
 
     # -- capacity

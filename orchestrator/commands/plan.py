@@ -133,6 +133,8 @@ def render_ranking(ranking: Ranking, top: int) -> str:
     if any(_mark(c) for c in rows):
         lines.append("? = price NOT RE-VERIFIED: ranked after verified prices")
     lines += ["", why_winner(rows)]
+    if ranking.clouds is not None:
+        lines.append(ranking.clouds.describe())
     lines += [f"warning: {w}" for w in (*ranking.warnings, *rows[0].warnings)]
     return "\n".join(lines)
 
@@ -151,7 +153,13 @@ def why_winner(rows: list[Candidate]) -> str:
     runner_up = next((c for c in rows[1:] if c.cost is not None), None)
     if runner_up is not None and win.cost:
         extra = (runner_up.cost - win.cost) / win.cost
-        text += f"; next best {runner_up.instance_type} costs {extra:.0%} more"
-        if runner_up.hours < win.hours:
-            text += f" but finishes in {runner_up.hours:.1f} h"
+        if extra < 0:  # ranked after the winner for its cloud or region (see the clouds: line)
+            text += (
+                f"; {runner_up.instance_type} ({runner_up.cloud} {runner_up.region}) costs"
+                f" {-extra:.0%} less but is ranked after it"
+            )
+        else:
+            text += f"; next best {runner_up.instance_type} costs {extra:.0%} more"
+            if runner_up.hours < win.hours:
+                text += f" but finishes in {runner_up.hours:.1f} h"
     return text + "."

@@ -14,6 +14,7 @@ from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
 from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
+from orchestrator.sizing.cloud_preference import CloudPreference, cloud_preference
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.images import image_for
 from orchestrator.sizing.input_pipeline import decode_ceiling, decodes_images
@@ -68,6 +69,7 @@ class Ranking:
     candidates: list[Candidate]
     rejected: dict[str, str]  # instance type -> reason (the first one seen)
     warnings: list[str]
+    clouds: CloudPreference | None = None  # which clouds were considered, and how ranked
 
 
 def job_samples(job: JobSpec) -> tuple[int, bool]:
@@ -79,9 +81,13 @@ def job_samples(job: JobSpec) -> tuple[int, bool]:
     return DEFAULT_SAMPLES, True
 
 
-def _instances(options: PlanOptions) -> list[InstanceType]:
+def _clouds(options: PlanOptions) -> tuple[str, ...]:
     check_name(options.cloud, extra=("any",))
-    chosen = names() if options.cloud == "any" else (options.cloud,)
+    return names() if options.cloud == "any" else (options.cloud,)
+
+
+def _instances(options: PlanOptions) -> list[InstanceType]:
+    chosen = _clouds(options)
     instances = [i for c in chosen for i in load_instances(c)]
     if options.instance_type is not None:
         instances = [_named_instance(chosen, options.instance_type)]
@@ -217,7 +223,8 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         candidates.extend(_priced_candidates(instance, gpu, options, fit, storage_bytes))
 
     allow = options.allow_unverified_prices
-    candidates.sort(key=lambda c: _rank_key(c, allow))
+    preference = cloud_preference(_clouds(options), region_given=options.region is not None)
+    candidates.sort(key=lambda c: (preference.tier(c), *_rank_key(c, allow)))
     return Ranking(
         job=job,
         samples=samples,
@@ -227,6 +234,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         candidates=candidates,
         rejected=rejected,
         warnings=warnings,
+        clouds=preference,
     )
 
 
@@ -339,6 +347,7 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
         choice=choice,
         alternatives=alternatives,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        clouds=ranking.clouds.to_list() if ranking.clouds else [],
     )
 
 

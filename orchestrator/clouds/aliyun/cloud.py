@@ -14,6 +14,7 @@ from orchestrator.clouds.base import (
     BoxRequest,
     ErrorKind,
     ImageChoice,
+    LocalSetup,
     PriceApi,
     TaggedResource,
 )
@@ -57,6 +58,11 @@ class AliyunCloud:
         from orchestrator.clouds.aliyun.terraform import tfvars
 
         return tfvars(request)
+
+    def local_setup(self) -> LocalSetup:
+        from orchestrator.clouds.aliyun.setup import local_setup
+
+        return local_setup()
 
     def runtime_env(self) -> dict[str, str]:
         from orchestrator.clouds.aliyun.terraform import runtime_env

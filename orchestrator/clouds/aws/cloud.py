@@ -13,6 +13,7 @@ from orchestrator.clouds.base import (
     BoxRequest,
     ErrorKind,
     ImageChoice,
+    LocalSetup,
     PriceApi,
     TaggedResource,
 )
@@ -56,6 +57,11 @@ class AwsCloud:
         from orchestrator.clouds.aws.terraform import tfvars
 
         return tfvars(request)
+
+    def local_setup(self) -> LocalSetup:
+        from orchestrator.clouds.aws.setup import local_setup
+
+        return local_setup()
 
     def runtime_env(self) -> dict[str, str]:
         from orchestrator.clouds.aws.terraform import runtime_env
