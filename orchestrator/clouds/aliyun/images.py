@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.clouds.aliyun.client import call, ecs_client
 from orchestrator.clouds.base import ImageChoice
 from orchestrator.errors import OrchError
 
@@ -32,6 +31,9 @@ class Image:
 def find_image(region: str, name_regex: str, owners: str = "system") -> Image:
     """The newest image whose name matches `name_regex` (what data "alicloud_images" picks)."""
     from alibabacloud_ecs20140526 import models
+
+    # The client module loads here: `orch plan` asks this module for images offline only.
+    from orchestrator.clouds.aliyun.client import call, ecs_client
 
     pattern = re.compile(name_regex)
     client = ecs_client(region)
