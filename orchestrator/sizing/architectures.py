@@ -1294,6 +1294,48 @@ def _bart_stack_weights(prefix: str, d: int, ffn: int, layers: int, cross: bool)
     return weights
 
 
+def _seq2seq_stacks(
+    cfg: dict[str, Any],
+    d: int,
+    prenorm: bool,
+    dropout: float,
+    encoder: tuple[int, int, int],
+    decoder: tuple[int, int, int],
+) -> tuple[Stack, Stack]:
+    """The encoder and decoder stacks of a BART-style model (BART, mBART, Whisper): GELU MLPs,
+    LayerNorm, full multi-head attention; `encoder`/`decoder` are (layers, heads, ffn)."""
+    common: dict[str, Any] = dict(
+        hidden=d,
+        gated=False,
+        activation=_activation(cfg, "activation_function", default="gelu"),
+        norm="layernorm",
+        prenorm=prenorm,
+        final_norm=prenorm,
+        attn_dropout=_float(cfg, "attention_dropout"),
+        hidden_dropout=dropout,
+        act_dropout=_float(cfg, "activation_dropout"),
+    )
+    stacks = []
+    for role, (layers, heads, ffn) in (("encoder", encoder), ("decoder", decoder)):
+        causal = role == "decoder"
+        stacks.append(
+            Stack(
+                role=role,
+                layers=layers,
+                heads=heads,
+                kv_heads=heads,
+                head_dim=d // heads,
+                intermediate=ffn,
+                causal=causal,
+                cross_attention=causal,
+                # LoRA on q and v of self-attention, and of cross-attention in the decoder.
+                lora_targets=((d, d),) * (4 if causal else 2),
+                **common,
+            )
+        )
+    return stacks[0], stacks[1]
+
+
 def _bart(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     """BART (post-LN) and mBART (pre-LN, a final LayerNorm per stack): learned positions with
     an offset of 2, a LayerNorm on the embeddings, a tied LM head."""
@@ -1327,38 +1369,8 @@ def _bart(cfg: dict[str, Any], family: str, name: str) -> Architecture:
             weights += norm(f"{prefix}.layer_norm", d)
     if kind == "seq2seq-lm" and not cfg.get("tie_word_embeddings", True):
         weights.append(WeightGroup("lm_head", (vocab, d), matmul=True))
-    common: dict[str, Any] = dict(
-        hidden=d,
-        gated=False,
-        activation=_activation(cfg, "activation_function", default="gelu"),
-        norm="layernorm",
-        prenorm=prenorm,
-        final_norm=prenorm,
-        attn_dropout=_float(cfg, "attention_dropout"),
-        hidden_dropout=dropout,
-        act_dropout=_float(cfg, "activation_dropout"),
-        lora_targets=((d, d), (d, d)),
-    )
-    encoder = Stack(
-        role="encoder",
-        layers=enc_layers,
-        heads=enc_heads,
-        kv_heads=enc_heads,
-        head_dim=d // enc_heads,
-        intermediate=enc_ffn,
-        causal=False,
-        **common,
-    )
-    decoder = Stack(
-        role="decoder",
-        layers=dec_layers,
-        heads=dec_heads,
-        kv_heads=dec_heads,
-        head_dim=d // dec_heads,
-        intermediate=dec_ffn,
-        causal=True,
-        cross_attention=True,
-        **{**common, "lora_targets": ((d, d),) * 4},
+    encoder, decoder = _seq2seq_stacks(
+        cfg, d, prenorm, dropout, (enc_layers, enc_heads, enc_ffn), (dec_layers, dec_heads, dec_ffn)
     )
     return Architecture(
         name=name,
@@ -1430,38 +1442,8 @@ def _whisper(cfg: dict[str, Any], name: str) -> Architecture:
     if not cfg.get("tie_word_embeddings", True):
         weights.append(WeightGroup("proj_out", (vocab, d), matmul=True))
     dropout = _float(cfg, "dropout")
-    common: dict[str, Any] = dict(
-        hidden=d,
-        gated=False,
-        activation=_activation(cfg, "activation_function", default="gelu"),
-        norm="layernorm",
-        prenorm=True,
-        final_norm=True,
-        attn_dropout=_float(cfg, "attention_dropout"),
-        hidden_dropout=dropout,
-        act_dropout=_float(cfg, "activation_dropout"),
-        lora_targets=((d, d), (d, d)),
-    )
-    encoder = Stack(
-        role="encoder",
-        layers=enc_layers,
-        heads=heads,
-        kv_heads=heads,
-        head_dim=d // heads,
-        intermediate=enc_ffn,
-        causal=False,
-        **common,
-    )
-    decoder = Stack(
-        role="decoder",
-        layers=dec_layers,
-        heads=dec_heads,
-        kv_heads=dec_heads,
-        head_dim=d // dec_heads,
-        intermediate=dec_ffn,
-        causal=True,
-        cross_attention=True,
-        **{**common, "lora_targets": ((d, d),) * 4},
+    encoder, decoder = _seq2seq_stacks(
+        cfg, d, True, dropout, (enc_layers, heads, enc_ffn), (dec_layers, dec_heads, dec_ffn)
     )
     if kind not in ("seq2seq-lm", "none"):
         notes.append(f"whisper: {kind} head not modelled, sizing the seq2seq-lm head")
