@@ -177,7 +177,7 @@ def test_p4d_spot_up_down(orch, ec2, ssm, tmp_path):
     )  # fmt: skip
     (instance,) = live_instances(ec2, name)
     assert instance["ImageId"] == ssm.get_parameter(Name=AL2023_SSM)["Parameter"]["Value"]
-    assert box["ssh_command"].endswith(f"ec2-user@{box['public_ip']}")
+    assert box["ssh_command"].endswith(f"-l ec2-user -- {box['public_ip']}")
     assert instance["InstanceType"] == "p4d.24xlarge"
     assert instance["InstanceLifecycle"] == "spot"
     assert instance["MetadataOptions"]["HttpTokens"] == "required"
