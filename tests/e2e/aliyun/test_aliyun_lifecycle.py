@@ -13,6 +13,7 @@ import signal
 import time
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -243,4 +244,23 @@ def test_cloud_releases_an_expired_box_and_down_still_cleans_up(
     # The network, group and key pair are still there; `down` removes them.
     assert set(leftovers(ecs)) == {"security_groups", "key_pairs", "vpcs", "vswitches"}
     ok(aliyun_orch("down", "ttl"))
+    assert leftovers(ecs) == {}
+
+
+def test_down_deletes_by_tag_when_terraform_cannot_destroy(aliyun_orch, ecs, tmp_path) -> None:
+    """Issue 9 item 1 on Aliyun: with a state Terraform cannot load, `down` still removes the
+    instance, group, key pair, vSwitch and VPC through the cloud's tag listing."""
+    plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge"))
+    box = json.loads(
+        ok(
+            aliyun_orch(
+                "up", "--plan", plan, "--name", "tfbroken", "--ssh-cidr", CIDR, "--no-check",
+                "--json",
+            )
+        ).stdout
+    )  # fmt: skip
+    assert len(instances(ecs, "tfbroken")) == 1
+    (Path(box["box_dir"]) / "terraform.tfstate").write_text("{ this is not a state")
+    result = ok(aliyun_orch("down", "tfbroken"))
+    assert "deleting by tag" in result.stderr
     assert leftovers(ecs) == {}
