@@ -5,8 +5,10 @@ up:   lock the name -> refuse a live box -> key, user data, CIDRs -> for each pl
       partial box and tries the next candidate; any other error leaves the box "failed" (its
       directory and state kept, so `down` can remove what was created and `up` can re-apply).
 down: lock the name -> (rebuild the box dir from S3 if this machine has none) -> init,
-      destroy -> delete the remote objects -> delete the box dir. The dir stays until destroy
-      succeeds.
+      destroy -> delete what the cloud still lists with the box's tag (also when destroy
+      failed), list again -> delete the remote objects -> delete the box dir. The dir stays
+      until the cloud lists nothing of the box (docs/provisioning.md, "What `down`
+      guarantees").
 """
 
 from __future__ import annotations
