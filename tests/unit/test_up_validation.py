@@ -146,6 +146,20 @@ def test_a_refusal_while_rendering_leaves_no_phantom_box(capsys, home, tmp_path,
     assert not box_directory("hostile").exists()
 
 
+@pytest.mark.parametrize("bid", ["0.00001", "0.0000001"])
+def test_a_bid_the_cloud_would_refuse_leaves_no_phantom_box(
+    capsys, home, tmp_path, monkeypatch, bid
+):
+    """Issue 9 item 19: a spot bid that rounds to nothing is refused by the Aliyun mapping while
+    the box is rendered (the real renderer runs here): exit 2 and no `creating` box."""
+    from orchestrator.provision import render
+
+    monkeypatch.setattr(lifecycle, "render_box", render.render_box)
+    plan = plan_file(tmp_path, candidate(ALIYUN, "spot"))
+    refused(capsys, *up_args(plan, "--spot-bid", bid), words=("price",))
+    assert not box_directory("hostile").exists()
+
+
 # ------------------------------------------------------------------------------ options
 
 

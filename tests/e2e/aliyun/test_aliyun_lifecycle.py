@@ -264,3 +264,29 @@ def test_down_deletes_by_tag_when_terraform_cannot_destroy(aliyun_orch, ecs, tmp
     result = ok(aliyun_orch("down", "tfbroken"))
     assert "deleting by tag" in result.stderr
     assert leftovers(ecs) == {}
+
+
+@pytest.mark.parametrize(
+    ("first", "words"),
+    [
+        ({"instance_type": "ecs.gn99-nonesuch.xlarge"}, "not in the catalog"),  # not NoStock
+        ({"root_volume_gib": -5}, "root_volume_gib"),  # not 20 GiB
+        ({"market": "preemptible"}, "market"),
+        ({"cloud": "gcp"}, "unknown cloud"),
+    ],
+)
+def test_a_bad_plan_value_is_refused_before_the_emulator_sees_a_call(
+    aliyun, aliyun_orch, ecs, tmp_path, first, words
+) -> None:
+    """Issue 9 items 6 and 19: exit 2, one line, no box record, no failover to the sound
+    alternative, and nothing created in the emulator."""
+    import dataclasses
+
+    bad = dataclasses.replace(candidate("ecs.gn6i-c4g1.xlarge"), **first)
+    plan = plan_file(tmp_path, bad, candidate("ecs.gn6i-c4g1.xlarge"))
+    result = aliyun_orch("up", "--plan", plan, "--name", "bad", "--ssh-cidr", CIDR, "--no-check")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("orch: error: plan choice") and words in lines[0]
+    assert json.loads(ok(aliyun_orch("list", "--json")).stdout) == []
+    assert instances(ecs) == [] and leftovers(ecs) == {}
