@@ -22,7 +22,8 @@ from orchestrator.plan import Candidate, Plan
 MARKETS = ("on-demand", "spot")
 # POSIX portable user names as useradd takes them: nothing ssh could read as an option.
 SSH_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-GENERIC_REGION_RE = re.compile(r"[a-z]{2}(-[a-z0-9]+){1,3}")
+# Regions of clouds without their own rule: lower-case words joined by "-" (faux-east-1).
+GENERIC_REGION_RE = re.compile(r"[a-z][a-z0-9]{0,15}(-[a-z0-9]{1,15}){0,4}")
 MAX_TEXT = 256  # gpu name, image values, warnings
 MAX_GPUS = 64
 MAX_PRICE_PER_HOUR = 10_000.0  # no box costs more; a larger figure is a corrupt plan
