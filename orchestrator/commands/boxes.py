@@ -97,14 +97,21 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
 @click.command("up")
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan.json to use.")
 @click.option("--name", required=True, help="Box name: a-z, 0-9, '-', at most 39 characters.")
-@click.option("--ttl", help="Box lifetime (30m, 2h, 1d): sets orch:expires-at and a timer.")
+@click.option(
+    "--ttl",
+    help="Box lifetime (30m, 2h, 1d; at most 30d): sets orch:expires-at and a timer."
+    " `--ttl none` for no expiry (an empty value is an error).",
+)
 @click.option(
     "--ssh-cidr",
     "ssh_cidrs",
     multiple=True,
-    help="IPv4 block allowed to SSH in (repeatable). Default: this machine's address /32.",
+    help="IPv4 block allowed to SSH in (repeatable). Default: this machine's address /32."
+    " Together at most a /8's worth of addresses.",
 )
-@click.option("--allow-world-ssh", is_flag=True, help="Permit --ssh-cidr 0.0.0.0/0.")
+@click.option(
+    "--allow-world-ssh", is_flag=True, help="Permit --ssh-cidr blocks wider than a /8 (0.0.0.0/0)."
+)
 @click.option("--state", "state_url", help="Keep Terraform state in s3://bucket/prefix.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Extra tag (repeatable).")
 @click.option("--subnet-id", help="Launch in this subnet instead of the default VPC.")
@@ -169,13 +176,15 @@ def up(
         from orchestrator.check.transport import resolve_ssh_config
 
         ssh_config = resolve_ssh_config(ssh_config)  # --ssh-config, else $ORCH_SSH_CONFIG
-    if ttl:
-        lifecycle.parse_ttl(ttl)
+    lifecycle.check_ttl(ttl)  # "" is an error; `--ttl none` is the explicit "no expiry"
     cidrs = lifecycle.normalise_cidrs(list(ssh_cidrs), allow_world_ssh)
     extra_tags = parse_tags(tags)
     if state_url:
         state_backend.parse_state_url(state_url)
     plan = _plan_from_options(plan_path, kwargs)
+    from orchestrator.plan_validate import validate_plan
+
+    validate_plan(plan, spot_bid=bid)  # every plan value, before any cloud or network call
     if not cidrs:
         cidrs = [lifecycle.discover_caller_cidr()]
     options = lifecycle.UpOptions(

@@ -32,7 +32,7 @@ from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
 
 BOX_STATES = ("creating", "up", "failed", "destroying", "destroyed")
-BOX_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}$")
+BOX_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}")  # fullmatch: "$" would let "\n" through
 RECORD = "box.json"
 DEFAULT_LOCK_TIMEOUT_S = 30.0
 
@@ -53,7 +53,7 @@ def boxes_root() -> Path:
 
 def validate_box_name(name: str) -> str:
     """Box names become resource names and tags: keep them DNS-label-like and short."""
-    if not isinstance(name, str) or not BOX_NAME_RE.match(name):
+    if not isinstance(name, str) or not BOX_NAME_RE.fullmatch(name):
         shown = name if isinstance(name, str) and len(name) <= 60 else f"{str(name)[:57]}..."
         raise UsageError(
             f"bad box name {shown!r}",
@@ -185,6 +185,20 @@ def list_boxes() -> list[Box]:
     return boxes
 
 
+def lock_timeout_from_env() -> float:
+    """$ORCH_LOCK_TIMEOUT in seconds (default 30); UsageError for anything but 0..86400."""
+    raw = os.environ.get("ORCH_LOCK_TIMEOUT")
+    if raw is None:
+        return DEFAULT_LOCK_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 86400:  # also false for nan
+        raise UsageError(f"ORCH_LOCK_TIMEOUT={raw[:40]!r} is not a number of seconds (0 to 86400)")
+    return value
+
+
 @contextlib.contextmanager
 def box_lock(name: str, timeout: float | None = None) -> Iterator[Path]:
     """Hold an exclusive lock on box `name` so `up`/`down` on one box never overlap.
@@ -194,7 +208,7 @@ def box_lock(name: str, timeout: float | None = None) -> Iterator[Path]:
     """
     validate_box_name(name)
     if timeout is None:
-        timeout = float(os.environ.get("ORCH_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT_S))
+        timeout = lock_timeout_from_env()
     lock_dir = make_private_dir(orch_home() / "locks")
     path = lock_dir / f"{name}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

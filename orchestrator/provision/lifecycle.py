@@ -5,8 +5,10 @@ up:   lock the name -> refuse a live box -> key, user data, CIDRs -> for each pl
       partial box and tries the next candidate; any other error leaves the box "failed" (its
       directory and state kept, so `down` can remove what was created and `up` can re-apply).
 down: lock the name -> (rebuild the box dir from S3 if this machine has none) -> init,
-      destroy -> delete the remote objects -> delete the box dir. The dir stays until destroy
-      succeeds.
+      destroy -> delete what the cloud still lists with the box's tag (also when destroy
+      failed), list again -> delete the remote objects -> delete the box dir. The dir stays
+      until the cloud lists nothing of the box (docs/provisioning.md, "What `down`
+      guarantees").
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from orchestrator import clouds
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
+from orchestrator.plan_validate import SSH_USER_RE, validate_plan
 from orchestrator.provision import state_backend
 from orchestrator.provision.boxes import (
     Box,
@@ -53,8 +56,14 @@ Say = Callable[[str], None]
 
 CHECKIP_URL = "https://checkip.amazonaws.com"
 MAX_TTL = timedelta(days=30)
-_TTL_RE = re.compile(r"^\s*(\d+)\s*([mhd])\s*$")
+_TTL_RE = re.compile(r"\s*([0-9]{1,9})\s*([mhd])\s*")  # ASCII digits; 9 of them cannot overflow
 _TTL_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+NO_EXPIRY = "none"  # `--ttl none`: the one spelling of "no expiry" (an empty value is an error)
+# The widest --ssh-cidr union allowed without --allow-world-ssh: a /8's worth of IPv4
+# addresses. IPv6 blocks are refused outright today (the box modules take IPv4 ingress only);
+# the IPv6 figure (a /32's worth) is the rule once they are accepted.
+MAX_SSH_ADDRESSES = {4: 2 ** (32 - 8), 6: 2 ** (128 - 32)}
+
 
 Location = state_backend.StateLocation | None  # where a box's remote state lives, if anywhere
 
@@ -63,10 +72,11 @@ Location = state_backend.StateLocation | None  # where a box's remote state live
 
 
 def parse_ttl(text: str) -> timedelta:
-    match = _TTL_RE.match(text or "")
+    match = _TTL_RE.fullmatch(text) if isinstance(text, str) else None
     if not match or int(match.group(1)) == 0:
         raise UsageError(
-            f"bad --ttl {text!r}", hint="use a number and a unit m, h or d: 30m, 2h, 1d"
+            f"bad --ttl {text!r}",
+            hint=f"use a number and a unit m, h or d (30m, 2h, 1d), or --ttl {NO_EXPIRY}",
         )
     ttl = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
     if ttl > MAX_TTL:
@@ -74,8 +84,19 @@ def parse_ttl(text: str) -> timedelta:
     return ttl
 
 
+def no_expiry(ttl: str | None) -> bool:
+    """Whether `ttl` means "no expiry": not given, or `--ttl none` (never the empty string)."""
+    return ttl is None or (isinstance(ttl, str) and ttl.strip().lower() == NO_EXPIRY)
+
+
+def check_ttl(ttl: str | None) -> None:
+    """UsageError unless `ttl` is absent, `none` or a valid lifetime ("" is an error)."""
+    if not no_expiry(ttl):
+        parse_ttl(ttl)  # type: ignore[arg-type]
+
+
 def expires_at_for(ttl: str | None, now: datetime | None = None) -> str | None:
-    if not ttl:
+    if no_expiry(ttl):
         return None
     moment = (now or datetime.now(UTC)) + parse_ttl(ttl)
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -83,7 +104,8 @@ def expires_at_for(ttl: str | None, now: datetime | None = None) -> str | None:
 
 def normalise_cidrs(cidrs: list[str], allow_world_ssh: bool) -> list[str]:
     """Validate --ssh-cidr values: IPv4 blocks; the whole internet only when asked for."""
-    result = []
+    result: list[str] = []
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
     for text in cidrs:
         try:
             network = ipaddress.ip_network(text.strip(), strict=False)
@@ -98,6 +120,18 @@ def normalise_cidrs(cidrs: list[str], allow_world_ssh: bool) -> list[str]:
             )
         if str(network) not in result:
             result.append(str(network))
+            networks.append(network)
+    # Judge the union, not each block: 0.0.0.0/1 + 128.0.0.0/1 is the whole internet too.
+    for version, limit in MAX_SSH_ADDRESSES.items():
+        same = [n for n in networks if n.version == version]
+        total = sum(n.num_addresses for n in ipaddress.collapse_addresses(same))  # type: ignore[arg-type]
+        if total > limit and not allow_world_ssh:
+            prefix = 8 if version == 4 else 32
+            raise UsageError(
+                f"--ssh-cidr blocks together open SSH to {total:,} addresses "
+                f"(more than a /{prefix})",
+                hint="narrow them, or add --allow-world-ssh if you really mean it",
+            )
     return result
 
 
@@ -177,9 +211,12 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
     name = validate_box_name(options.name)
     location = state_backend.parse_state_url(options.state_url) if options.state_url else None
     expires_at = expires_at_for(options.ttl)
+    # Every plan value is checked before the lock, the box record or any cloud call.
+    validate_plan(plan, spot_bid=options.spot_max_price)
     candidates = plan.candidates()
     user_data_for = _user_data_renderer()
     with box_lock(name):
+        fresh = not box_exists(name)
         box = _box_for_up(name, candidates[0], location, options, expires_at)
         public_key = _ensure_box_files(box)
         if _has_resources(box, location) and not _same_target(box.candidate, candidates[0]):
@@ -232,6 +269,11 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                 raise Interrupted(
                     f"interrupted; box {name} is partly created: `orch down {name}` removes it"
                 ) from None
+            except UsageError:
+                # Refused while rendering (before Terraform ran): leave no phantom record.
+                if fresh and not _has_resources(box, location):
+                    shutil.rmtree(box.directory, ignore_errors=True)
+                raise
     raise OrchError("the plan has no candidates")  # pragma: no cover - Plan always has one
 
 
@@ -383,17 +425,18 @@ def down(name: str, state_url: str | None, say: Say, progress: Say | None = None
             try:
                 _destroy(box, location, progress)
             except TerraformError as exc:
+                # Terraform cannot refresh or destroy (a broken state, a config the provider
+                # now refuses): remove what carries the box's tag directly, through the cloud.
+                say(f"Terraform could not destroy box {name} ({exc.message}); deleting by tag")
                 _set_state(box, "failed", exc.message)
-                raise OrchError(
-                    f"destroying box {name} failed: {exc.message}",
-                    hint=f"its directory {box.directory} is kept; re-run `orch down {name}`",
-                ) from None
+                _end_on_cloud_truth(box, f"Terraform's destroy failed ({exc.message})")
             except Interrupted:
                 _set_state(box, "failed", "interrupted during destroy")
                 raise Interrupted(
                     f"interrupted; box {name} is partly destroyed: re-run `orch down {name}`"
                 ) from None
-            _confirm_gone(box)
+            else:
+                _end_on_cloud_truth(box, None)
         if location is not None:
             state_backend.delete_box_objects(location, name, state_backend.bucket_region(location))
         shutil.rmtree(box.directory)
@@ -410,16 +453,39 @@ def _location_of(box: Box, given: Location) -> Location:
     return state_backend.parse_state_url(box.state_url)
 
 
-def _confirm_gone(box: Box) -> None:
-    """Ask the cloud what still carries the box's tag; anything left keeps the box "failed"."""
-    left = clouds.get(box.cloud).list_tagged(box.region, box.name)
+def _end_on_cloud_truth(box: Box, destroy_error: str | None) -> None:
+    """What still carries the box's orch:box tag in its cloud is deleted, then listed again;
+    anything still there keeps the box "failed" and is named in the error.
+
+    This catches what Terraform's state never held (an instance whose RunInstances was
+    cancelled in flight by Ctrl-C, yet launched) and everything when Terraform cannot run.
+    """
+    from orchestrator.clouds.base import CloudError
+
+    cloud = clouds.get(box.cloud)
+    left = cloud.list_tagged(box.region, box.name)
     if left:
-        shown = ", ".join(f"{r.kind} {r.id}" for r in left[:5])
-        _set_state(box, "failed", f"still in the cloud after destroy: {shown}")
+        try:
+            cloud.delete_tagged(box.region, left)
+        except CloudError as exc:
+            _set_state(box, "failed", f"deleting by tag failed: {exc}")
+            raise OrchError(
+                f"box {box.name}: deleting {_shown(left)} by tag failed: {exc}",
+                hint=f"re-run `orch down {box.name}`",
+            ) from None
+        left = cloud.list_tagged(box.region, box.name)
+    if left:
+        why = f" after {destroy_error}" if destroy_error else " after destroy"
+        _set_state(box, "failed", f"still in the cloud{why}: {_shown(left)}")
         raise OrchError(
-            f"Terraform destroyed box {box.name}, but {box.cloud} still lists {shown}",
+            f"box {box.name}: {box.cloud} still lists {_shown(left)}{why} and deleting by tag",
             hint=f"re-run `orch down {box.name}`, or `orch sweep` once it has expired",
         )
+
+
+def _shown(resources: list[clouds.TaggedResource]) -> str:
+    shown = ", ".join(f"{r.kind} {r.id}" for r in resources[:5])
+    return shown + (f" and {len(resources) - 5} more" if len(resources) > 5 else "")
 
 
 def restore_box(location: state_backend.StateLocation, name: str) -> Box:
@@ -527,7 +593,7 @@ def box_summary(box: Box) -> dict[str, object]:
         "ssh_user": user,
         "ssh_command": ssh_command(box.key_path, box.known_hosts_path, user, host)
         if host
-        else None,
+        else None,  # None too when the record's user or host is not safe to print
         "created_at": box.created_at,
         "expires_at": box.expires_at,
         "owner": box.owner,
@@ -538,9 +604,21 @@ def box_summary(box: Box) -> dict[str, object]:
     }
 
 
-def ssh_command(key: Path, known_hosts: Path, user: str, host: str) -> str:
+def valid_ssh_user(user: object) -> bool:
+    return isinstance(user, str) and SSH_USER_RE.fullmatch(user) is not None
+
+
+def ssh_command(key: Path, known_hosts: Path, user: str, host: str) -> str | None:
+    """The command that logs in to the box, or None when the user or host is not safe to print
+    (a tampered record): `-l USER -- HOST`, so neither can be read as an ssh option."""
     import shlex
 
+    try:
+        address = str(ipaddress.ip_address(str(host)))
+    except ValueError:
+        return None
+    if not valid_ssh_user(user):
+        return None
     return shlex.join(
         [
             "ssh",
@@ -552,6 +630,9 @@ def ssh_command(key: Path, known_hosts: Path, user: str, host: str) -> str:
             f"UserKnownHostsFile={known_hosts}",
             "-o",
             "StrictHostKeyChecking=accept-new",
-            f"{user}@{host}",
+            "-l",
+            user,
+            "--",
+            address,
         ]
     )

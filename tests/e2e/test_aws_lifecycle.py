@@ -177,7 +177,7 @@ def test_p4d_spot_up_down(orch, ec2, ssm, tmp_path):
     )  # fmt: skip
     (instance,) = live_instances(ec2, name)
     assert instance["ImageId"] == ssm.get_parameter(Name=AL2023_SSM)["Parameter"]["Value"]
-    assert box["ssh_command"].endswith(f"ec2-user@{box['public_ip']}")
+    assert box["ssh_command"].endswith(f"-l ec2-user -- {box['public_ip']}")
     assert instance["InstanceType"] == "p4d.24xlarge"
     assert instance["InstanceLifecycle"] == "spot"
     assert instance["MetadataOptions"]["HttpTokens"] == "required"
@@ -239,6 +239,60 @@ def test_interrupted_up_then_down_leaves_nothing(orch, orch_process, ec2, tmp_pa
     assert len(security_groups_of(ec2, name)) == 1
     ok(orch("down", name))
     assert_nothing_left(ec2, name)
+
+
+def launch_behind_terraforms_back(ec2: Any, name: str) -> str:
+    """What a Ctrl-C 15-25 ms after `aws_instance.this: creating` leaves (issue 9 item 1): the
+    RunInstances that Terraform's graceful stop cancelled still launched an instance, tagged
+    for the box (the provider sends the tags with RunInstances), that never reached the state."""
+    reservation = ec2.run_instances(
+        ImageId=MOTO_AMI,
+        InstanceType="g4dn.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {"ResourceType": kind, "Tags": [{"Key": "orch:box", "Value": name}]}
+            for kind in ("instance", "volume")
+        ],
+    )
+    return reservation["Instances"][0]["InstanceId"]
+
+
+def test_down_removes_what_the_state_never_held(orch, ec2, tmp_path):
+    name = "e2e-race"
+    plan = plan_file(tmp_path, candidate("g4dn.xlarge"))
+    box = json.loads(
+        ok(orch("up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--no-check",
+                "--json")).stdout
+    )  # fmt: skip
+    stray = launch_behind_terraforms_back(ec2, name)
+    assert {i["InstanceId"] for i in live_instances(ec2, name)} == {box["instance_id"], stray}
+
+    result = ok(orch("down", name))
+    assert "destroyed" in result.stdout
+    assert_nothing_left(ec2, name)  # the stray instance too: down ends on the cloud's truth
+    (instance,) = [i for i in instances_of(ec2, name) if i["InstanceId"] == stray]
+    assert instance["State"]["Name"] == "terminated"
+
+
+def test_down_deletes_by_tag_when_terraform_cannot_destroy(orch, ec2, tmp_path):
+    """A state Terraform cannot load (or a config the provider refuses on refresh) used to make
+    `down` fail on every retry while the box kept running: now it deletes by tag."""
+    name = "e2e-tf-broken"
+    plan = plan_file(tmp_path, candidate("g4dn.xlarge"))
+    box = json.loads(
+        ok(orch("up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--no-check",
+                "--json")).stdout
+    )  # fmt: skip
+    launch_behind_terraforms_back(ec2, name)
+    (Path(box["box_dir"]) / "terraform.tfstate").write_text("{ this is not a state")
+    assert len(live_instances(ec2, name)) == 2 and len(security_groups_of(ec2, name)) == 1
+
+    result = ok(orch("down", name))
+    assert "Terraform could not destroy" in result.stderr and "deleting by tag" in result.stderr
+    assert_nothing_left(ec2, name)
+    assert not Path(box["box_dir"]).exists()
+    one_line_error(orch("status", name), 2, "no box named")
 
 
 def test_rerun_of_a_failed_up_reapplies(orch, ec2, aws_env, capacity_proxy, tmp_path):

@@ -82,18 +82,25 @@ def test_plan_up_status_down_sweep_on_a_cloud_registered_from_tests(env, tmp_pat
     assert status["state"] == "up" and status["instance_id"] == box["instance_id"]
 
     # `down` asks the cloud at the end: a resource Terraform does not know about, but which
-    # carries the box's tag, keeps the box (failed) instead of being forgotten.
+    # carries the box's tag, is deleted by tag; one the cloud refuses to delete (protected)
+    # keeps the box (failed) instead of being forgotten.
     stray = Path(env[faux.CLOUD_DIR_ENV]) / REGION / "fx-stray.json"
     stray.write_text(
-        json.dumps({"kind": "instance", "id": "fx-stray", "tags": {"orch:box": "fx1"}})
-    )
+        json.dumps(
+            {"kind": "instance", "id": "fx-stray", "tags": {"orch:box": "fx1"},
+             "deletion_protection": True}
+        )
+    )  # fmt: skip
     refused = orch(env, "down", "fx1")
     last = refused.stderr.strip().splitlines()[-1]
     assert refused.returncode == 1 and last.startswith("orch: error:")
     assert "still lists instance fx-stray" in refused.stderr
     assert json.loads(ok(orch(env, "status", "fx1", "--json")).stdout)["state"] == "failed"
-    stray.unlink()
+    stray.write_text(
+        json.dumps({"kind": "instance", "id": "fx-stray", "tags": {"orch:box": "fx1"}})
+    )  # no longer protected: `down` deletes it by tag and succeeds
     ok(orch(env, "down", "fx1"))
+    assert not stray.exists()
     assert records(env) == {}
     gone = orch(env, "status", "fx1")
     assert gone.returncode == 2 and "no box named" in gone.stderr

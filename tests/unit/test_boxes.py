@@ -333,7 +333,7 @@ def test_box_summary_has_the_ssh_command(home):
     summary = lifecycle.box_summary(box)
     assert summary["instance_type"] == "g5.xlarge"
     command = summary["ssh_command"]
-    assert command.startswith("ssh -i ") and command.endswith(" ubuntu@198.51.100.7")
+    assert command.startswith("ssh -i ") and command.endswith(" -l ubuntu -- 198.51.100.7")
     assert f"UserKnownHostsFile={box.directory}/known_hosts" in command
 
 

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.clouds.base", "orchestrator.clouds"),
     ("orchestrator.catalog",),
     ("orchestrator.clouds.aws", "orchestrator.clouds.aliyun"),
-    ("orchestrator.sizing", "orchestrator.plan"),
+    ("orchestrator.sizing", "orchestrator.plan", "orchestrator.plan_validate"),
     ("orchestrator.provision", "orchestrator.check", "orchestrator.sweep"),
     ("orchestrator.commands",),
     ("orchestrator.cli", "orchestrator.__main__", "orchestrator"),

@@ -5,6 +5,7 @@ Imported by the registry on first use; the modules that need the SDK load inside
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,11 @@ class AliyunCloud:
     title = "Aliyun"
     reserved_tag_prefixes = ("acs:", "aliyun")  # ECS rejects tag keys starting with these
     agent_via = "cloud-assistant"
+    # Plan rules (orchestrator/plan_validate.py): region ids (cn-hangzhou, ap-southeast-1),
+    # the ECS system disk's 2048 GiB limit (smaller than 20 GiB is raised to 20 at render).
+    region_re = re.compile(r"[a-z]{2}-[a-z]+(-[0-9]{1,2})?")
+    root_volume_gib_max = 2048
+    image_keys = ("id", "name_regex", "owners")
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aliyun.toml

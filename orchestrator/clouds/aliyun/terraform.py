@@ -103,6 +103,8 @@ def spot_vars(market: str, spot_max_price: float | None) -> dict[str, Any]:
 def system_disk_gib(root_volume_gib: int | float) -> int:
     """The plan's root volume as a whole number of GiB within the ECS system disk limits."""
     size = math.ceil(float(root_volume_gib))
+    if size <= 0:  # a corrupt plan: never quietly the 20 GiB minimum
+        raise UsageError(f"a root volume of {root_volume_gib} GiB is not a size")
     if size > MAX_SYSTEM_DISK_GIB:
         raise UsageError(
             f"a {size} GiB root volume is over the {MAX_SYSTEM_DISK_GIB} GiB ECS system disk limit"

@@ -5,6 +5,7 @@ Imported by the registry on first use; the modules that need the SDK load inside
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,11 @@ class AwsCloud:
     title = "AWS"
     reserved_tag_prefixes = ("aws:",)  # EC2 rejects tag keys starting with aws:
     agent_via = "ssm"
+    # Plan rules (orchestrator/plan_validate.py): EC2 region names, gp3's 16 TiB limit, AMI ids.
+    region_re = re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}")
+    root_volume_gib_max = 16384
+    image_keys = ("id", "ssm_parameter", "name_filter", "name_regex", "owners")
+    image_id_re = re.compile(r"ami-[0-9a-f]{8,17}")
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aws.toml

@@ -13,6 +13,7 @@ import signal
 import time
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -244,3 +245,48 @@ def test_cloud_releases_an_expired_box_and_down_still_cleans_up(
     assert set(leftovers(ecs)) == {"security_groups", "key_pairs", "vpcs", "vswitches"}
     ok(aliyun_orch("down", "ttl"))
     assert leftovers(ecs) == {}
+
+
+def test_down_deletes_by_tag_when_terraform_cannot_destroy(aliyun_orch, ecs, tmp_path) -> None:
+    """Issue 9 item 1 on Aliyun: with a state Terraform cannot load, `down` still removes the
+    instance, group, key pair, vSwitch and VPC through the cloud's tag listing."""
+    plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge"))
+    box = json.loads(
+        ok(
+            aliyun_orch(
+                "up", "--plan", plan, "--name", "tfbroken", "--ssh-cidr", CIDR, "--no-check",
+                "--json",
+            )
+        ).stdout
+    )  # fmt: skip
+    assert len(instances(ecs, "tfbroken")) == 1
+    (Path(box["box_dir"]) / "terraform.tfstate").write_text("{ this is not a state")
+    result = ok(aliyun_orch("down", "tfbroken"))
+    assert "deleting by tag" in result.stderr
+    assert leftovers(ecs) == {}
+
+
+@pytest.mark.parametrize(
+    ("first", "words"),
+    [
+        ({"instance_type": "ecs.gn99-nonesuch.xlarge"}, "not in the catalog"),  # not NoStock
+        ({"root_volume_gib": -5}, "root_volume_gib"),  # not 20 GiB
+        ({"market": "preemptible"}, "market"),
+        ({"cloud": "gcp"}, "unknown cloud"),
+    ],
+)
+def test_a_bad_plan_value_is_refused_before_the_emulator_sees_a_call(
+    aliyun, aliyun_orch, ecs, tmp_path, first, words
+) -> None:
+    """Issue 9 items 6 and 19: exit 2, one line, no box record, no failover to the sound
+    alternative, and nothing created in the emulator."""
+    import dataclasses
+
+    bad = dataclasses.replace(candidate("ecs.gn6i-c4g1.xlarge"), **first)
+    plan = plan_file(tmp_path, bad, candidate("ecs.gn6i-c4g1.xlarge"))
+    result = aliyun_orch("up", "--plan", plan, "--name", "bad", "--ssh-cidr", CIDR, "--no-check")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("orch: error: plan choice") and words in lines[0]
+    assert json.loads(ok(aliyun_orch("list", "--json")).stdout) == []
+    assert instances(ecs) == [] and leftovers(ecs) == {}

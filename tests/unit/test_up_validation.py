@@ -1,0 +1,256 @@
+"""Hostile input to `orch up` / `orch down` (issue 9 items 2-6, 19): each is refused with exit 2
+and one `orch: error:` line before any cloud or Terraform call, and leaves no box record.
+
+The real CLI runs in-process; what would reach a cloud (rendering a box, Terraform, the
+caller-address lookup) is replaced by a tripwire, so a value that slips through fails the
+test instead of touching anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.provision import lifecycle
+from orchestrator.provision.boxes import Box, box_directory
+from tests.support import candidate, plan_file
+
+CIDR = "203.0.113.7/32"
+
+
+class Tripwire(AssertionError):
+    pass
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ORCH_LOCK_TIMEOUT", raising=False)
+
+    def tripwire(*_args: Any, **_kwargs: Any) -> None:
+        raise Tripwire("reached the cloud")
+
+    monkeypatch.setattr(lifecycle, "render_box", tripwire)
+    monkeypatch.setattr(lifecycle, "_terraform", tripwire)
+    monkeypatch.setattr(lifecycle, "discover_caller_cidr", tripwire)
+    return tmp_path / "home"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> str:
+    """Exit 2, one error line containing `words`, and `orch list` shows no box."""
+    code, _, err = run(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("orch: error: "), err
+    for word in words:
+        assert word in lines[0], lines[0]
+    code, out, _ = run(capsys, "list", "--json")
+    assert code == 0 and json.loads(out) == []
+    return lines[0]
+
+
+def up_args(plan: str, *extra: str) -> list[str]:
+    return ["up", "--plan", plan, "--name", "hostile", "--ssh-cidr", CIDR, "--no-check", *extra]
+
+
+# ------------------------------------------------------------------------------ plan values
+
+AWS = "g4dn.xlarge"
+ALIYUN = "ecs.gn6i-c4g1.xlarge"
+
+HOSTILE_CANDIDATES = [
+    # (instance type, changes, words in the error)
+    ("g9.nonesuch", {}, ("instance type", "not in the catalog")),
+    ("ecs.gn99-nonesuch.xlarge", {}, ("aliyun instance type",)),  # not a NoStock failover
+    (AWS, {"cloud": "gcp"}, ("unknown cloud",)),
+    (AWS, {"region": "us-east-1\nx"}, ("region",)),
+    (AWS, {"region": "../../etc"}, ("region",)),
+    (ALIYUN, {"region": "us-east-1; rm -rf /"}, ("region",)),
+    (AWS, {"market": "reserved"}, ("market",)),
+    (AWS, {"ssh_user": "-oProxyCommand=touch /tmp/pwned"}, ("ssh_user",)),
+    (AWS, {"ssh_user": "root@evil"}, ("ssh_user",)),
+    (AWS, {"root_volume_gib": '160"'}, ("root_volume_gib",)),
+    (AWS, {"root_volume_gib": 0}, ("root_volume_gib",)),
+    (AWS, {"root_volume_gib": 10**9}, ("root_volume_gib",)),
+    (AWS, {"root_volume_gib": True}, ("root_volume_gib",)),
+    (ALIYUN, {"root_volume_gib": -5}, ("root_volume_gib",)),  # not 20 GiB
+    (ALIYUN, {"root_volume_gib": 4096}, ("root_volume_gib", "2048")),
+    (AWS, {"root_volume_gib": math.nan}, ("root_volume_gib",)),
+    (AWS, {"image": {}}, ("image",)),
+    (AWS, {"image": "ami-1e749f67"}, ("image",)),
+    (AWS, {"image": {"id": "ami-1; curl evil"}}, ("image.id",)),
+    (AWS, {"image": {"bogus": "x"}}, ("image",)),
+    (AWS, {"image": {"owners": "amazon"}}, ("image",)),
+    (AWS, {"image": {"ssm_parameter": 7}}, ("image.ssm_parameter",)),
+    (ALIYUN, {"image": {"ssm_parameter": "/aws/x"}}, ("image",)),  # an AWS field on Aliyun
+    (AWS, {"price_per_hour": "cheap"}, ("price_per_hour",)),
+    (AWS, {"price_per_hour": -1.0}, ("price_per_hour",)),
+    (AWS, {"cost": math.inf}, ("cost",)),
+    (AWS, {"gpu_count": 0}, ("gpu_count",)),
+    (AWS, {"gpu_count": "1"}, ("gpu_count",)),
+    (AWS, {"hours": -2.0}, ("hours",)),
+    (AWS, {"memory_per_gpu_bytes": 1.5}, ("memory_per_gpu_bytes",)),
+    (AWS, {"warnings": "not a list"}, ("warnings",)),
+    (AWS, {"ssh_ingress_cidrs": ["nope"]}, ("ssh_ingress_cidrs",)),
+]
+
+
+@pytest.mark.parametrize(("instance_type", "changes", "words"), HOSTILE_CANDIDATES)
+def test_a_hostile_plan_value_is_refused_before_any_cloud_call(
+    capsys, home, tmp_path, instance_type, changes, words
+) -> None:
+    plan = plan_file(tmp_path, dataclasses.replace(candidate(instance_type), **changes))
+    refused(capsys, *up_args(plan), words=("plan choice", *words))
+
+
+def test_a_bad_alternative_is_refused_too(capsys, home, tmp_path) -> None:
+    plan = plan_file(tmp_path, candidate(AWS), candidate(AWS, market="dedicated"))
+    refused(capsys, *up_args(plan), words=("plan alternative 1", "market"))
+
+
+@pytest.mark.parametrize("instance_type", [AWS, ALIYUN])
+def test_the_suite_s_default_candidates_pass(capsys, home, tmp_path, instance_type) -> None:
+    """The other side of the tests above: a sound plan gets as far as rendering the box."""
+    plan = plan_file(tmp_path, candidate(instance_type))
+    with pytest.raises(Tripwire):
+        run(capsys, *up_args(plan))
+
+
+def test_a_refusal_while_rendering_leaves_no_phantom_box(capsys, home, tmp_path, monkeypatch):
+    """A UsageError raised by a cloud's tfvars (after the record was written) removes the new
+    record again: `orch list` shows no `creating` box."""
+    from orchestrator.errors import UsageError
+
+    def refuse(*_args: Any, **_kwargs: Any) -> None:
+        raise UsageError("--subnet-id is not supported for Aliyun boxes yet")
+
+    monkeypatch.setattr(lifecycle, "render_box", refuse)
+    plan = plan_file(tmp_path, candidate(ALIYUN))
+    refused(capsys, *up_args(plan, "--subnet-id", "vsw-1"), words=("--subnet-id",))
+    assert not box_directory("hostile").exists()
+
+
+@pytest.mark.parametrize("bid", ["0.00001", "0.0000001"])
+def test_a_bid_the_cloud_would_refuse_leaves_no_phantom_box(
+    capsys, home, tmp_path, monkeypatch, bid
+):
+    """Issue 9 item 19: a spot bid that rounds to nothing is refused by the Aliyun mapping while
+    the box is rendered (the real renderer runs here): exit 2 and no `creating` box."""
+    from orchestrator.provision import render
+
+    monkeypatch.setattr(lifecycle, "render_box", render.render_box)
+    plan = plan_file(tmp_path, candidate(ALIYUN, "spot"))
+    refused(capsys, *up_args(plan, "--spot-bid", bid), words=("price",))
+    assert not box_directory("hostile").exists()
+
+
+# ------------------------------------------------------------------------------ options
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--ttl", ""], ("--ttl", "none")),  # an unset CI variable is not "no expiry"
+        (["--ttl", "   "], ("--ttl",)),
+        (["--ttl", "9999999999d"], ("--ttl",)),  # was OverflowError
+        (["--ttl", "40d"], ("longer than 30 days",)),
+        (["--ttl", "2h\nx"], ("--ttl",)),
+        (["--ttl", "\u0663h"], ("--ttl",)),  # an Arabic-Indic 3: ASCII digits only
+        (["--ssh-cidr", "0.0.0.0/1", "--ssh-cidr", "128.0.0.0/1"], ("--allow-world-ssh",)),
+        (["--ssh-cidr", "10.0.0.0/8", "--ssh-cidr", "11.0.0.0/8"], ("more than a /8",)),
+        (["--ssh-cidr", "0.0.0.0/7"], ("--allow-world-ssh",)),
+        (["--name", "hostile\n"], ("bad box name",)),
+    ],
+)
+def test_hostile_options_are_refused(capsys, home, tmp_path, extra, words) -> None:
+    plan = plan_file(tmp_path, candidate(AWS))
+    argv = ["up", "--plan", plan, "--name", "hostile", "--ssh-cidr", CIDR, "--no-check"]
+    if "--name" in extra:
+        argv[4] = extra[1]
+        extra = []
+    refused(capsys, *argv, *extra, words=words)
+
+
+@pytest.mark.parametrize(
+    "cidrs",
+    [["10.0.0.0/8"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/0"]],
+)
+def test_wide_ssh_blocks_pass_with_allow_world_ssh(cidrs) -> None:
+    assert lifecycle.normalise_cidrs(cidrs, allow_world_ssh=True) == cidrs
+    if cidrs == ["10.0.0.0/8"]:  # a /8's worth is the limit, not over it
+        assert lifecycle.normalise_cidrs(cidrs, allow_world_ssh=False) == cidrs
+
+
+def test_ttl_none_is_the_explicit_no_expiry(capsys, home, tmp_path, monkeypatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_up(plan: Any, options: lifecycle.UpOptions, *_args: Any) -> None:
+        seen["expires_at"] = lifecycle.expires_at_for(options.ttl)
+        raise Tripwire("stop here")
+
+    monkeypatch.setattr(lifecycle, "up", fake_up)
+    plan = plan_file(tmp_path, candidate(AWS))
+    for spelling in ("none", "NONE"):
+        with pytest.raises(Tripwire):
+            run(capsys, *up_args(plan, "--ttl", spelling))
+        assert seen["expires_at"] is None
+    assert lifecycle.expires_at_for("2h") is not None
+
+
+def test_a_lock_timeout_that_is_no_number_is_one_line(capsys, home, monkeypatch) -> None:
+    monkeypatch.setenv("ORCH_LOCK_TIMEOUT", "abc")  # was ValueError
+    code, _, err = run(capsys, "down", "exp1")
+    assert code == 2 and err.strip().splitlines() == [
+        "orch: error: ORCH_LOCK_TIMEOUT='abc' is not a number of seconds (0 to 86400)"
+    ]
+
+
+# ------------------------------------------------------------------------------ ssh command
+
+
+def make_box(name: str, user: str, host: str = "198.51.100.7") -> Box:
+    directory = box_directory(name)
+    directory.mkdir(parents=True, mode=0o700)
+    return Box(
+        name=name,
+        directory=directory,
+        cloud="aws",
+        region="us-east-1",
+        candidate=candidate(AWS),
+        state="up",
+        created_at="2026-12-02T19:00:00Z",
+        expires_at=None,
+        outputs={"instance_id": "i-0abc", "public_ip": host, "ssh_user": user},
+        owner="me@host",
+        state_url=None,
+    )
+
+
+def test_the_ssh_command_names_the_user_with_l_and_ends_options(home) -> None:
+    command = lifecycle.box_summary(make_box("exp1", "ec2-user"))["ssh_command"]
+    assert command.split()[-4:] == ["-l", "ec2-user", "--", "198.51.100.7"]
+
+
+@pytest.mark.parametrize(
+    ("user", "host"),
+    [("-oProxyCommand=touch /tmp/pwned", "198.51.100.7"), ("ubuntu", "-oProxyCommand=x")],
+)
+def test_a_tampered_record_prints_no_ssh_command(home, user, host) -> None:
+    summary = lifecycle.box_summary(make_box("exp2", user, host))
+    assert summary["ssh_command"] is None
