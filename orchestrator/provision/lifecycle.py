@@ -509,16 +509,7 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     # The name is the one typed on the command line; the bundle must agree with it.
     state_backend.verify_bundle(bundle, name, location.url)
     record = dict(bundle["box"])
-    stray = sorted(
-        zone
-        for zone in state_backend.state_zones(location, name, region)
-        if not zone.startswith(str(record["region"]))
-    )
-    if stray:
-        raise UsageError(
-            f"the bundle of box {name} in {location.url} says region {record['region']}, but "
-            f"its state holds resources in {', '.join(stray)}; nothing was destroyed or deleted"
-        )
+    _check_against_state(location, name, region, record)
     directory = make_private_dir(box_directory(name))
     box = Box.from_dict(record, directory)
     box.name, box.runner, box.claim_id = name, None, None
@@ -535,6 +526,31 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     box.state_url = location.url
     box.save()
     return box
+
+
+def _check_against_state(
+    location: state_backend.StateLocation, name: str, region: str, record: dict
+) -> None:
+    """The bundle's region and cloud must be those of what Terraform's state holds: a bundle
+    edited consistently would otherwise destroy nothing (another region, another provider)
+    and delete the real state."""
+    from orchestrator.provision.render import render_hcl
+
+    zones, providers = state_backend.state_facts(location, name, region)
+    where = f"the bundle of box {name} in {location.url}"
+    stray = sorted(zone for zone in zones if not zone.startswith(str(record["region"])))
+    if stray:
+        raise UsageError(
+            f"{where} says region {record['region']}, but its state holds resources in "
+            f"{', '.join(stray)}; nothing was destroyed or deleted"
+        )
+    main_tf = render_hcl(str(record["cloud"]), "s3")["main.tf"]
+    sources = set(re.findall(r'source\s*=\s*"([\w.-]+/[\w.-]+)"', main_tf))
+    if providers - sources:
+        raise UsageError(
+            f"{where} says cloud {record['cloud']}, but its state holds resources of "
+            f"{', '.join(sorted(providers - sources))}; nothing was destroyed or deleted"
+        )
 
 
 # ------------------------------------------------------------------------------ terraform

@@ -232,26 +232,32 @@ def verify_bundle(bundle: dict[str, Any], name: str, where: str) -> None:
         raise refuse(f"has inconsistent or invalid regions ({shown})")
 
 
-def state_zones(location: StateLocation, name: str, region: str) -> set[str]:
-    """Zones Terraform recorded in box `name`'s state (availability_zone, zone_id), so the
-    bundle's region can be checked against what was really created."""
+def state_facts(location: StateLocation, name: str, region: str) -> tuple[set[str], set[str]]:
+    """Zones (availability_zone, zone_id) and providers ("hashicorp/aws") that Terraform
+    recorded in box `name`'s state, so the bundle's region and cloud can be checked against
+    what was really created."""
     try:
         response = _s3(region).get_object(Bucket=location.bucket, Key=location.state_key(name))
         state = json.loads(response["Body"].read())
     except _client_errors() as exc:
         if _error_code(exc) in ("NoSuchKey", "404"):
-            return set()
+            return set(), set()
         raise OrchError(f"cannot read the state of box {name} in {location.url}: {exc}") from None
     except ValueError:
         raise OrchError(f"the state of box {name} in {location.url} is not JSON") from None
     zones: set[str] = set()
+    providers: set[str] = set()
     for resource in state.get("resources") or [] if isinstance(state, dict) else []:
+        # 'provider["registry.terraform.io/hashicorp/aws"]' -> "hashicorp/aws"
+        source = str(resource.get("provider", "")).split('"')
+        if len(source) >= 2:
+            providers.add("/".join(source[1].split("/")[-2:]))
         for instance in resource.get("instances") or []:
             attributes = instance.get("attributes") or {}
             for key in ("availability_zone", "zone_id"):
                 if isinstance(attributes.get(key), str) and attributes[key]:
                     zones.add(attributes[key])
-    return zones
+    return zones, providers
 
 
 # ------------------------------------------------------------------------------ name claim
@@ -329,6 +335,9 @@ def check_permissions(location: StateLocation, name: str, region: str) -> None:
     steps = (
         ("s3:ListBucket", lambda: client.list_objects_v2(
             Bucket=location.bucket, Prefix=location.key(name, "") + "/", MaxKeys=1)),
+        # Deleting a key that does not exist answers 204 when allowed, 403 when not: checked
+        # first, a missing DeleteObject leaves no probe behind.
+        ("s3:DeleteObject", lambda: client.delete_object(Bucket=location.bucket, Key=probe)),
         ("s3:PutObject", lambda: client.put_object(
             Bucket=location.bucket, Key=probe, Body=b"orch permission probe",
             ServerSideEncryption="AES256")),

@@ -405,7 +405,7 @@ def test_restored_box_runs_only_local_code(home, monkeypatch):
     }
     monkeypatch.setattr(state_backend, "bucket_region", lambda location: "us-east-1")
     monkeypatch.setattr(state_backend, "download_bundle", lambda location, name, region: bundle)
-    monkeypatch.setattr(state_backend, "state_zones", lambda location, name, region: set())
+    monkeypatch.setattr(state_backend, "state_facts", lambda location, name, region: (set(), set()))
     box = lifecycle.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
     written = [
         p for p in box.directory.parent.parent.rglob("*.tf") if "local-exec" in p.read_text()
