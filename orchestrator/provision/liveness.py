@@ -23,6 +23,8 @@ def process_start(pid: int) -> int | None:
         return None
     # The command name (field 2) is in parentheses and may hold spaces: split after it.
     fields = text[text.rfind(")") + 2 :].split()
+    if fields[:1] in (["Z"], ["X"]):
+        return None  # exited, not yet reaped: not running
     try:
         return int(fields[19])  # field 22 overall: starttime
     except (IndexError, ValueError):
