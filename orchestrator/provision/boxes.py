@@ -238,8 +238,20 @@ def box_lock(name: str, timeout: float | None = None) -> Iterator[Path]:
 
 
 def _lock_holder(path: Path) -> str:
+    """" (pid N)", with what the box record says that process is doing when it is the one."""
     with contextlib.suppress(OSError, ValueError):
         pid = int(path.read_text().strip() or "0")
         if pid:
-            return f" (pid {pid})"
+            return f" (pid {pid}{_holder_doing(path.stem, pid)})"
+    return ""
+
+
+def _holder_doing(name: str, pid: int) -> str:
+    with contextlib.suppress(OSError, ValueError, OrchError):
+        runner = load_box(name).runner or {}
+        if runner.get("pid") == pid:
+            what = f": orch {runner.get('command', '?')}"
+            if runner.get("terraform_pid"):
+                what += f", terraform {runner.get('terraform')} pid {runner['terraform_pid']}"
+            return what
     return ""

@@ -323,7 +323,9 @@ def _box_for_up(
     return box
 
 
-def _claim_new(name: str, location: state_backend.StateLocation, options: UpOptions) -> str:
+def _claim_new(
+    name: str, location: state_backend.StateLocation, options: UpOptions, ours: bool = False
+) -> str:
     """Check the bucket's permissions, then claim `name` there before anything is applied:
     of two `up`s of one name from two homes, exactly one wins; the other exits 2 at once."""
     import uuid
@@ -338,7 +340,7 @@ def _claim_new(name: str, location: state_backend.StateLocation, options: UpOpti
         "claimed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     state_backend.claim_name(location, name, region, claim)
-    if state_backend.download_bundle(location, name, region) is not None:
+    if not ours and state_backend.download_bundle(location, name, region) is not None:
         # A box from before claims existed (bundle, no claim): it is not ours.
         state_backend.release_claim(location, name, region)
         raise UsageError(
@@ -353,7 +355,7 @@ def _claim(box: Box, location: state_backend.StateLocation, options: UpOptions) 
     region = state_backend.bucket_region(location)
     held = state_backend.read_claim(location, box.name, region)
     if held is None:
-        box.claim_id = _claim_new(box.name, location, options)
+        box.claim_id = _claim_new(box.name, location, options, ours=True)
         box.save()
     elif held.get("id") != box.claim_id:
         raise UsageError(
