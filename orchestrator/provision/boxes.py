@@ -238,7 +238,7 @@ def box_lock(name: str, timeout: float | None = None) -> Iterator[Path]:
 
 
 def _lock_holder(path: Path) -> str:
-    """" (pid N)", with what the box record says that process is doing when it is the one."""
+    """The holder as " (pid N)", with what its box record says it is doing."""
     with contextlib.suppress(OSError, ValueError):
         pid = int(path.read_text().strip() or "0")
         if pid:

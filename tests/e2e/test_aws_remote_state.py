@@ -206,9 +206,7 @@ class DenyingS3Proxy:
                 if self.command in denied:
                     self._send(403, {"Content-Type": "application/xml"}, S3_DENIED.encode())
                     return
-                upstream_conn = http.client.HTTPConnection(
-                    target.hostname, target.port, timeout=60
-                )
+                upstream_conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
                 upstream_conn.request(self.command, self.path, body=body or None, headers=headers)
                 response = upstream_conn.getresponse()
@@ -255,4 +253,3 @@ def test_state_bucket_without_delete_permission_is_refused_before_apply(
     assert live_instances(ec2, name) == []
     assert not (Path(aws_env["ORCH_HOME"]) / "boxes" / name).exists()
     assert keys_in(s3) == set()  # the delete was tried first: no probe object left behind
-
