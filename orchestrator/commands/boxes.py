@@ -278,7 +278,7 @@ def _rows(boxes: list[Any]) -> list[list[str]]:
         rows.append(
             [
                 box.name,
-                box.state,
+                _state_cell(box),
                 box.cloud,
                 box.region,
                 box.candidate.instance_type,
@@ -288,6 +288,16 @@ def _rows(boxes: list[Any]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _state_cell(box: Any) -> str:
+    """The state, with whether a "creating"/"destroying" box is still being worked on."""
+    from orchestrator.provision.liveness import activity
+
+    text = activity(box.name, box.state, box.runner)
+    if text is None:
+        return box.state
+    return f"{box.state} (orch gone)" if "is gone" in text else f"{box.state} (running)"
 
 
 def _list(as_json: bool) -> None:
@@ -343,7 +353,7 @@ def _detail(name: str, as_json: bool) -> None:
     price = "-" if c.price_per_hour is None else f"${c.price_per_hour:.3f}/h"
     cost = "-" if c.cost is None else f"${c.cost:,.2f}"
     rows = [
-        ("state", box.state),
+        ("state", detail["activity"] or box.state),
         ("cloud", f"{box.cloud} {box.region}"),
         ("instance", f"{c.instance_type} ({c.gpu_count}x{c.gpu}, {c.market}, {price})"),
         ("instance id", detail["instance_id"]),

@@ -89,6 +89,10 @@ class Box:
     # Failover history: one {"instance_type", "region", "market", "error"} per failed try.
     attempts: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None  # why the last `up` or `down` failed
+    # While `up`/`down` works on the box: the orch process (pid, start time, host) and the
+    # Terraform child it runs, so `status` can tell a live apply from one whose orch is gone.
+    runner: dict[str, Any] | None = None
+    claim_id: str | None = None  # this home's claim on the name under --state (orch-claim.json)
 
     @property
     def key_path(self) -> Path:
@@ -120,6 +124,8 @@ class Box:
             "candidate": self.candidate.to_dict(),
             "attempts": self.attempts,
             "error": self.error,
+            "runner": self.runner,
+            "claim_id": self.claim_id,
         }
 
     @classmethod
@@ -139,6 +145,8 @@ class Box:
                 state_url=data.get("state_url"),
                 attempts=list(data.get("attempts") or []),
                 error=data.get("error"),
+                runner=data.get("runner") if isinstance(data.get("runner"), dict) else None,
+                claim_id=data.get("claim_id") if isinstance(data.get("claim_id"), str) else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OrchError(f"box record {directory / RECORD} is damaged: {exc}") from None
@@ -244,8 +252,20 @@ def box_lock(name: str, timeout: float | None = None) -> Iterator[Path]:
 
 
 def _lock_holder(path: Path) -> str:
+    """The holder as " (pid N)", with what its box record says it is doing."""
     with contextlib.suppress(OSError, ValueError):
         pid = int(path.read_text().strip() or "0")
         if pid:
-            return f" (pid {pid})"
+            return f" (pid {pid}{_holder_doing(path.stem, pid)})"
+    return ""
+
+
+def _holder_doing(name: str, pid: int) -> str:
+    with contextlib.suppress(OSError, ValueError, OrchError):
+        runner = load_box(name).runner or {}
+        if runner.get("pid") == pid:
+            what = f": orch {runner.get('command', '?')}"
+            if runner.get("terraform_pid"):
+                what += f", terraform {runner.get('terraform')} pid {runner['terraform_pid']}"
+            return what
     return ""

@@ -13,6 +13,7 @@ down: lock the name -> (rebuild the box dir from S3 if this machine has none) ->
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import getpass
 import ipaddress
@@ -21,7 +22,7 @@ import os
 import re
 import shutil
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,7 +31,7 @@ from orchestrator import clouds
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.plan_validate import SSH_USER_RE, validate_plan
-from orchestrator.provision import state_backend
+from orchestrator.provision import liveness, state_backend
 from orchestrator.provision.boxes import (
     Box,
     box_directory,
@@ -50,7 +51,7 @@ from orchestrator.provision.render import (
     write_code,
     write_json,
 )
-from orchestrator.provision.terraform import Interrupted, Terraform, TerraformError
+from orchestrator.provision.terraform import LOCK_TIMEOUT, Interrupted, Terraform, TerraformError
 
 Say = Callable[[str], None]
 
@@ -215,9 +216,9 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
     validate_plan(plan, spot_bid=options.spot_max_price)
     candidates = plan.candidates()
     user_data_for = _user_data_renderer()
-    with box_lock(name):
+    with box_lock(name), _give_back_on_failure(location) as hold:
         fresh = not box_exists(name)
-        box = _box_for_up(name, candidates[0], location, options, expires_at)
+        box = hold(_box_for_up(name, candidates[0], location, options, expires_at))
         public_key = _ensure_box_files(box)
         if _has_resources(box, location) and not _same_target(box.candidate, candidates[0]):
             # A failed earlier `up` aimed elsewhere: clear it with its own config first.
@@ -284,6 +285,7 @@ def _attempt(
     TerraformError or Interrupted with the box left "creating" for the caller to settle."""
     candidate = request.candidate
     box.candidate, box.cloud, box.region = candidate, candidate.cloud, candidate.region
+    previous = box.runner
     _set_state(box, "creating")
     render_box(box.directory, request)
     # With remote state, publish before applying: if this machine dies mid-apply,
@@ -295,6 +297,8 @@ def _attempt(
     )
     terraform = _terraform(box, progress)
     _init(box, terraform, location)
+    _tell_state_lock(box, previous, location, say)
+    box.applied = True
     applied = terraform.apply()
     outputs = applied.outputs()
     box.outputs = outputs if outputs is not None else terraform.output()
@@ -305,6 +309,11 @@ def _set_state(box: Box, state: str, error: str | None = None, publish: Location
     """The one place a box's state changes: save the record (and publish it with remote
     state, when `publish` is the box's location)."""
     box.state, box.error = state, error
+    if state in ("creating", "destroying"):
+        if not box.runner or box.runner.get("pid") != os.getpid():
+            box.runner = liveness.this_process("up" if state == "creating" else "down")
+    else:
+        box.runner = None
     box.save()
     _publish(box, publish)
 
@@ -333,14 +342,10 @@ def _box_for_up(
         # Re-running a failed/interrupted box: same key and record, new expiry if asked.
         if expires_at:
             box.expires_at = expires_at
+        if location is not None:
+            _claim(box, location, options)
         return box
-    if location is not None:
-        region = state_backend.bucket_region(location)
-        if state_backend.download_bundle(location, name, region) is not None:
-            raise UsageError(
-                f"box {name} already exists in {location.url}",
-                hint=f"`orch down {name} --state {location.url}` first, or choose another --name",
-            )
+    claim_id = _claim_new(name, location, options) if location is not None else None
     directory = make_private_dir(box_directory(name))
     box = Box(
         name=name,
@@ -354,9 +359,83 @@ def _box_for_up(
         outputs={},
         owner=options.owner or default_owner(),
         state_url=state_url,
+        claim_id=claim_id,
     )
     box.save()
     return box
+
+
+def _claim_new(
+    name: str, location: state_backend.StateLocation, options: UpOptions, ours: bool = False
+) -> str:
+    """Check the bucket's permissions, then claim `name` there before anything is applied:
+    of two `up`s of one name from two homes, exactly one wins; the other exits 2 at once."""
+    import uuid
+
+    region = state_backend.bucket_region(location)
+    state_backend.check_permissions(location, name, region)
+    claim_id = uuid.uuid4().hex
+    claim = {
+        "id": claim_id,
+        "owner": options.owner or default_owner(),
+        "host": socket.gethostname(),
+        "claimed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    state_backend.claim_name(location, name, region, claim)
+    if not ours and state_backend.download_bundle(location, name, region) is not None:
+        # A box from before claims existed (bundle, no claim): it is not ours.
+        state_backend.release_claim(location, name, region)
+        raise UsageError(
+            f"box {name} already exists in {location.url}",
+            hint=f"`orch down {name} --state {location.url}` first, or choose another --name",
+        )
+    return claim_id
+
+
+def _claim(box: Box, location: state_backend.StateLocation, options: UpOptions) -> None:
+    """Re-running `up` of a box this home created: its claim must still be ours."""
+    region = state_backend.bucket_region(location)
+    held = state_backend.read_claim(location, box.name, region)
+    if held is None:
+        box.claim_id = _claim_new(box.name, location, options, ours=True)
+        box.save()
+    elif held.get("id") != box.claim_id:
+        raise UsageError(
+            f"box {box.name} in {location.url} is claimed by another home "
+            f"({held.get('owner', '?')} on {held.get('host', '?')})",
+            hint=f"`orch down {box.name}` here removes only this home's record",
+        )
+
+
+@contextlib.contextmanager
+def _give_back_on_failure(location: Location) -> Iterator[Callable[[Box], Box]]:
+    """Around `up`: if it fails before `terraform apply` ever ran, it created nothing, so the
+    name is given back (claim and bundle) for another home; the local record stays "failed"."""
+    held: list[Box] = []
+
+    def hold(box: Box) -> Box:
+        held.append(box)
+        return box
+
+    try:
+        yield hold
+    except BaseException:
+        if held:
+            _release_if_nothing_created(held[0], location)
+        raise
+
+
+def _release_if_nothing_created(box: Box, location: Location) -> None:
+    if location is None or getattr(box, "applied", False) or not box.claim_id:
+        return
+    with contextlib.suppress(OrchError):
+        state_backend.delete_box_objects(location, box.name, state_backend.bucket_region(location))
+        box.claim_id = None
+        if box.state == "creating":
+            box.state, box.error = "failed", "nothing was created"
+            box.runner = None
+        if box.directory.exists():  # a refused fresh `up` removed its record: keep it gone
+            box.save()
 
 
 def _ensure_box_files(box: Box) -> str:
@@ -421,9 +500,11 @@ def down(name: str, state_url: str | None, say: Say, progress: Say | None = None
         location = _location_of(box, given)
         if (box.directory / "main.tf").exists():
             say(f"destroying box {name} ({box.candidate.instance_type} in {box.region})")
+            previous = box.runner
             _set_state(box, "destroying")
             try:
-                _destroy(box, location, progress)
+                tell = functools.partial(_tell_state_lock, box, previous, location, say)
+                _destroy(box, location, progress, tell)
             except TerraformError as exc:
                 # Terraform cannot refresh or destroy (a broken state, a config the provider
                 # now refuses): remove what carries the box's tag directly, through the cloud.
@@ -494,8 +575,13 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     bundle = state_backend.download_bundle(location, name, region)
     if bundle is None:
         raise UsageError(f"no box named {name!r} in {location.url}")
+    # The name is the one typed on the command line; the bundle must agree with it.
+    state_backend.verify_bundle(bundle, name, location.url)
+    record = dict(bundle["box"])
+    _check_against_state(location, name, region, record)
     directory = make_private_dir(box_directory(name))
-    box = Box.from_dict(dict(bundle.get("box") or {}), directory)
+    box = Box.from_dict(record, directory)
+    box.name, box.runner, box.claim_id = name, None, None
     # Whoever can write the bucket controls the bundle: take only data from it (the tfvars),
     # and render the code that Terraform will run from this installation.
     try:
@@ -511,11 +597,48 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     return box
 
 
+def _check_against_state(
+    location: state_backend.StateLocation, name: str, region: str, record: dict
+) -> None:
+    """The bundle's region and cloud must be those of what Terraform's state holds: a bundle
+    edited consistently would otherwise destroy nothing (another region, another provider)
+    and delete the real state."""
+    from orchestrator.provision.render import render_hcl
+
+    zones, providers = state_backend.state_facts(location, name, region)
+    where = f"the bundle of box {name} in {location.url}"
+    stray = sorted(zone for zone in zones if not zone.startswith(str(record["region"])))
+    if stray:
+        raise UsageError(
+            f"{where} says region {record['region']}, but its state holds resources in "
+            f"{', '.join(stray)}; nothing was destroyed or deleted"
+        )
+    main_tf = render_hcl(str(record["cloud"]), "s3")["main.tf"]
+    sources = set(re.findall(r'source\s*=\s*"([\w.-]+/[\w.-]+)"', main_tf))
+    if providers - sources:
+        raise UsageError(
+            f"{where} says cloud {record['cloud']}, but its state holds resources of "
+            f"{', '.join(sorted(providers - sources))}; nothing was destroyed or deleted"
+        )
+
+
 # ------------------------------------------------------------------------------ terraform
 
 
 def _terraform(box: Box, progress: Say | None) -> Terraform:
-    return Terraform(box.directory, env=cloud_runtime_env(box.cloud), progress=progress)
+    def started(pid: int, command: str) -> None:
+        # Recorded so `status` can show the live apply (or that its orch is gone).
+        if box.runner is not None:
+            box.runner.update(
+                terraform_pid=pid,
+                terraform=command,
+                terraform_started=liveness.process_start(pid),
+            )
+            box.save()
+
+    return Terraform(
+        box.directory, env=cloud_runtime_env(box.cloud), progress=progress, on_start=started
+    )
 
 
 def _init(box: Box, terraform: Terraform, location: Location) -> None:
@@ -528,10 +651,36 @@ def _init(box: Box, terraform: Terraform, location: Location) -> None:
     terraform.init(backend_config=path)
 
 
-def _destroy(box: Box, location: Location, progress: Say | None) -> None:
+def _destroy(
+    box: Box, location: Location, progress: Say | None, before: Callable[[], None] | None = None
+) -> None:
     terraform = _terraform(box, progress)
     _init(box, terraform, location)
+    if before is not None:
+        before()
     terraform.destroy()
+
+
+def _tell_state_lock(box: Box, previous: dict | None, location: Location, say: Say) -> None:
+    """Before apply/destroy: say who holds Terraform's state lock, instead of waiting silently
+    (Terraform waits up to -lock-timeout for it)."""
+    orphan = liveness.terraform_alive(previous) if previous else None
+    if orphan and not liveness.is_alive(previous or {}):
+        say(
+            f"waiting for Terraform's state lock of box {box.name}: terraform "
+            f"{(previous or {}).get('terraform') or ''} pid {orphan}, left by an orch that is "
+            "gone, still holds it"
+        )
+    if location is None:
+        return
+    info = state_backend.lock_info(location, box.name, state_backend.bucket_region(location))
+    if info is not None:
+        say(
+            f"waiting for Terraform's state lock of box {box.name}: held by "
+            f"{info.get('Who', '?')} ({info.get('Operation', '?')} since "
+            f"{info.get('Created', '?')}, lock ID {info.get('ID', '?')}); up to "
+            f"{LOCK_TIMEOUT}; a stale lock: see docs/provisioning.md"
+        )
 
 
 def _destroy_or_fail(box: Box, location: Location, progress: Say | None) -> None:
@@ -601,6 +750,8 @@ def box_summary(box: Box) -> dict[str, object]:
         "box_dir": str(box.directory),
         "error": box.error,
         "attempts": box.attempts,
+        # "creating: terraform apply running, pid N" or "..., but the orch that ran it is gone"
+        "activity": liveness.activity(box.name, box.state, box.runner),
     }
 
 

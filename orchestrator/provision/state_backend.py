@@ -5,6 +5,7 @@ Layout under the prefix, one folder per box:
     s3://bucket/prefix/<name>/terraform.tfstate        Terraform's state (S3 backend)
     s3://bucket/prefix/<name>/terraform.tfstate.tflock Terraform's lock while it runs
     s3://bucket/prefix/<name>/orch-box.json            box record + rendered root module
+    s3://bucket/prefix/<name>/orch-claim.json          who owns the name (conditional write)
 
 The bundle lets `orch down NAME --state s3://...` on another machine (another ORCH_HOME, a
 later CI job) rebuild the box directory and destroy what an earlier job created. It holds no
@@ -29,6 +30,10 @@ from orchestrator.errors import OrchError, UsageError
 BUNDLE_SCHEMA = "orch.box/v1"
 STATE_LEAF = "terraform.tfstate"
 BUNDLE_LEAF = "orch-box.json"
+CLAIM_LEAF = "orch-claim.json"
+LOCK_SUFFIX = ".tflock"  # the S3 backend's lock file next to the state (use_lockfile = true)
+# Region names of the registered clouds: "us-east-1", "eu-central-1", "cn-hangzhou", ...
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z0-9]+){1,3}$")
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9!_.*'()/-]*$")
 
@@ -47,6 +52,12 @@ class StateLocation:
 
     def bundle_key(self, name: str) -> str:
         return self.key(name, BUNDLE_LEAF)
+
+    def claim_key(self, name: str) -> str:
+        return self.key(name, CLAIM_LEAF)
+
+    def lock_key(self, name: str) -> str:
+        return self.state_key(name) + LOCK_SUFFIX
 
 
 def parse_state_url(url: str) -> StateLocation:
@@ -160,7 +171,8 @@ def delete_box_objects(location: StateLocation, name: str, region: str) -> None:
     keys = [
         location.bundle_key(name),
         location.state_key(name),
-        location.state_key(name) + ".tflock",
+        location.lock_key(name),
+        location.claim_key(name),
     ]
     try:
         _s3(region).delete_objects(
@@ -171,6 +183,190 @@ def delete_box_objects(location: StateLocation, name: str, region: str) -> None:
         raise OrchError(
             f"box {name} is destroyed but {location.url} still holds it: {exc}"
         ) from None
+
+
+def _error_code(exc: BaseException) -> str:
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+
+
+# ------------------------------------------------------------------------------ bundle checks
+
+
+def verify_bundle(bundle: dict[str, Any], name: str, where: str) -> None:
+    """Refuse (exit 2) a bundle that does not describe box `name`, the name typed on the
+    command line: its record, its Terraform values and its tags must all say `name`, and its
+    cloud and region must agree everywhere and be valid. Whoever can write the bucket controls
+    the bundle; trusting its name made `down decoy` destroy another box and `../../..` point
+    Terraform at a fresh, empty state."""
+    from orchestrator import clouds
+
+    def refuse(why: str) -> UsageError:
+        return UsageError(
+            f"the bundle of box {name} in {where} {why}; nothing was destroyed or deleted",
+            hint="restore the bundle (or remove the box's resources by hand)",
+        )
+
+    record = bundle.get("box")
+    files = bundle.get("files")
+    if not isinstance(record, dict) or not isinstance(files, dict):
+        raise refuse("is damaged")
+    try:
+        values = json.loads(files["terraform.tfvars.json"])
+    except (KeyError, TypeError, ValueError):
+        raise refuse("has no usable terraform.tfvars.json") from None
+    candidate = record.get("candidate")
+    if not isinstance(values, dict) or not isinstance(candidate, dict):
+        raise refuse("is damaged")
+    tags = values.get("default_tags") if isinstance(values.get("default_tags"), dict) else {}
+    names = {record.get("name"), values.get("name"), tags.get("orch:box", name)}
+    if names != {name}:
+        shown = ", ".join(sorted(repr(n) for n in names - {name}))
+        raise refuse(f"names another box ({shown})")
+    cloud = record.get("cloud")
+    if cloud not in clouds.names() or candidate.get("cloud") != cloud:
+        raise refuse(f"names an unknown or inconsistent cloud ({cloud!r})")
+    regions = {record.get("region"), candidate.get("region"), values.get("region")}
+    region = record.get("region")
+    if len(regions) != 1 or not isinstance(region, str) or not _REGION_RE.match(region):
+        shown = ", ".join(sorted(repr(r) for r in regions))
+        raise refuse(f"has inconsistent or invalid regions ({shown})")
+
+
+def state_facts(location: StateLocation, name: str, region: str) -> tuple[set[str], set[str]]:
+    """Zones (availability_zone, zone_id) and providers ("hashicorp/aws") that Terraform
+    recorded in box `name`'s state, so the bundle's region and cloud can be checked against
+    what was really created."""
+    try:
+        response = _s3(region).get_object(Bucket=location.bucket, Key=location.state_key(name))
+        state = json.loads(response["Body"].read())
+    except _client_errors() as exc:
+        if _error_code(exc) in ("NoSuchKey", "404"):
+            return set(), set()
+        raise OrchError(f"cannot read the state of box {name} in {location.url}: {exc}") from None
+    except ValueError:
+        raise OrchError(f"the state of box {name} in {location.url} is not JSON") from None
+    zones: set[str] = set()
+    providers: set[str] = set()
+    for resource in state.get("resources") or [] if isinstance(state, dict) else []:
+        # 'provider["registry.terraform.io/hashicorp/aws"]' -> "hashicorp/aws"
+        source = str(resource.get("provider", "")).split('"')
+        if len(source) >= 2:
+            providers.add("/".join(source[1].split("/")[-2:]))
+        for instance in resource.get("instances") or []:
+            attributes = instance.get("attributes") or {}
+            for key in ("availability_zone", "zone_id"):
+                if isinstance(attributes.get(key), str) and attributes[key]:
+                    zones.add(attributes[key])
+    return zones, providers
+
+
+# ------------------------------------------------------------------------------ name claim
+
+
+def claim_name(location: StateLocation, name: str, region: str, claim: dict[str, Any]) -> None:
+    """Claim box `name` under the prefix with a conditional write (PutObject with
+    If-None-Match: *), so two `up`s of one name from two homes cannot both proceed: S3 answers
+    the second with 412 Precondition Failed (or 409 ConditionalRequestConflict while the first
+    write is in flight). https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html
+    """
+    body = json.dumps(claim, indent=1, sort_keys=True).encode()
+    try:
+        _s3(region).put_object(
+            Bucket=location.bucket,
+            Key=location.claim_key(name),
+            Body=body,
+            IfNoneMatch="*",
+            ContentType="application/json",
+            ServerSideEncryption="AES256",
+        )
+    except _client_errors() as exc:
+        if _error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+            holder = read_claim(location, name, region) or {}
+            who = ", ".join(
+                f"{k} {holder[k]}" for k in ("owner", "host", "claimed_at") if holder.get(k)
+            )
+            raise UsageError(
+                f"box {name} is already claimed in {location.url}" + (f" ({who})" if who else ""),
+                hint=f"choose another --name, or `orch down {name} --state {location.url}`",
+            ) from None
+        if _error_code(exc) in ("AccessDenied", "403"):
+            raise UsageError(
+                f"cannot write to {location.url}: s3:PutObject is denied",
+                hint="see 'Remote state' in docs/provisioning.md for the permissions --state needs",
+            ) from None
+        raise OrchError(f"cannot claim box {name} in {location.url}: {exc}") from None
+
+
+def read_claim(location: StateLocation, name: str, region: str) -> dict[str, Any] | None:
+    try:
+        response = _s3(region).get_object(Bucket=location.bucket, Key=location.claim_key(name))
+        data = json.loads(response["Body"].read())
+    except _client_errors() as exc:
+        if _error_code(exc) in ("NoSuchKey", "404"):
+            return None
+        raise OrchError(f"cannot read the claim of box {name} in {location.url}: {exc}") from None
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def release_claim(location: StateLocation, name: str, region: str) -> None:
+    try:
+        _s3(region).delete_object(Bucket=location.bucket, Key=location.claim_key(name))
+    except _client_errors() as exc:
+        raise OrchError(
+            f"cannot release the claim of box {name} in {location.url}: {exc}"
+        ) from None
+
+
+# ------------------------------------------------------------------------------ permissions
+
+
+def check_permissions(location: StateLocation, name: str, region: str) -> None:
+    """Try what Terraform's S3 backend will do under the prefix before anything is applied:
+    list (s3:ListBucket), write (s3:PutObject), read (s3:GetObject) and delete (s3:DeleteObject)
+    a probe object. Without DeleteObject Terraform cannot release its lock file, and `up`
+    would fail after the instance is running. https://developer.hashicorp.com/terraform/language/backend/s3#permissions-required
+    """
+    import uuid
+
+    client = _s3(region)
+    probe = location.key(name, f"orch-probe-{uuid.uuid4().hex}")
+    steps = (
+        ("s3:ListBucket", lambda: client.list_objects_v2(
+            Bucket=location.bucket, Prefix=location.key(name, "") + "/", MaxKeys=1)),
+        # Deleting a key that does not exist answers 204 when allowed, 403 when not: checked
+        # first, a missing DeleteObject leaves no probe behind.
+        ("s3:DeleteObject", lambda: client.delete_object(Bucket=location.bucket, Key=probe)),
+        ("s3:PutObject", lambda: client.put_object(
+            Bucket=location.bucket, Key=probe, Body=b"orch permission probe",
+            ServerSideEncryption="AES256")),
+        ("s3:GetObject", lambda: client.get_object(Bucket=location.bucket, Key=probe)),
+        ("s3:DeleteObject", lambda: client.delete_object(Bucket=location.bucket, Key=probe)),
+    )  # fmt: skip
+    for permission, step in steps:
+        try:
+            step()
+        except _client_errors() as exc:
+            if _error_code(exc) in ("AccessDenied", "403", "AllAccessDisabled"):
+                raise UsageError(
+                    f"--state {location.url}: {permission} is denied under "
+                    f"{location.key(name, '')}/; nothing was created",
+                    hint="see 'Remote state' in docs/provisioning.md for the IAM policy",
+                ) from None
+            raise OrchError(f"cannot use {location.url}: {exc}") from None
+
+
+def lock_info(location: StateLocation, name: str, region: str) -> dict[str, Any] | None:
+    """Terraform's lock on box `name`'s state (its JSON: ID, Operation, Who, Created), if held."""
+    try:
+        response = _s3(region).get_object(Bucket=location.bucket, Key=location.lock_key(name))
+        data = json.loads(response["Body"].read())
+    except _client_errors():
+        return None
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def collect_files(directory: Path, relative_paths: list[str]) -> dict[str, str]:

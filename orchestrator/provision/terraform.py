@@ -153,10 +153,12 @@ class Terraform:
         *,
         env: dict[str, str] | None = None,
         progress: Callable[[str], None] | None = None,
+        on_start: Callable[[int, str], None] | None = None,
     ):
         self.directory = Path(directory)
         self.extra_env = dict(env or {})
         self.progress = progress
+        self.on_start = on_start  # (pid, subcommand) once each Terraform child has started
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -236,7 +238,10 @@ class Terraform:
             # Own process group: a terminal's Ctrl-C reaches orch only, and orch forwards
             # exactly one interrupt (a second one would make Terraform abandon its state).
             start_new_session=True,
+            preexec_fn=_die_with_parent(),
         )
+        if self.on_start is not None:
+            self.on_start(process.pid, args[0] if args else "")
         stderr_lines: list[str] = []
         reader = threading.Thread(
             target=_drain, args=(process.stderr, stderr_lines), name="terraform-stderr"
@@ -275,6 +280,36 @@ class Terraform:
             # Leaving the read loop would orphan Terraform mid-apply: a lost line is harmless.
             with contextlib.suppress(OSError):
                 self.progress(f"[{elapsed:6.1f}s] {text}")
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """Linux: ask the kernel to send Terraform SIGINT when orch dies (PR_SET_PDEATHSIG).
+
+    Without it a SIGKILL of orch (CI timeout, OOM killer) leaves Terraform running orphaned,
+    holding the state lock, while the box record says "creating". SIGINT (not SIGKILL) is
+    Terraform's graceful stop: it lets in-flight operations finish, writes its state and
+    releases its lock, so `orch down` later removes everything. The signal is tied to the
+    thread that started the child; Terraform.run waits in that same thread, so it never fires
+    early. The libc function is looked up here, before fork, so the child only calls it.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import ctypes.util
+
+    try:
+        prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+
+    def preexec() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGINT, 0, 0, 0)
+        if os.getppid() != parent:  # orch died between fork and prctl: stop at once
+            os._exit(EXIT_INTERRUPTED)
+
+    return preexec
 
 
 def _drain(stream: Any, sink: list[str]) -> None:

@@ -201,7 +201,8 @@ def test_state_in_s3_down_from_another_home(orch, ec2, s3, aws_env, tmp_path):
     ok(orch("up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--state", state_url,
             "--no-check", "--json"))  # fmt: skip
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
-    assert keys == {f"ci/run-1/{name}/terraform.tfstate", f"ci/run-1/{name}/orch-box.json"}
+    leaves = ("terraform.tfstate", "orch-box.json", "orch-claim.json")  # + the name's claim
+    assert keys == {f"ci/run-1/{name}/{leaf}" for leaf in leaves}
     stored = s3.get_object(Bucket=bucket, Key=f"ci/run-1/{name}/orch-box.json")
     bundle = json.loads(stored["Body"].read())
     assert "id_ed25519" not in json.dumps(bundle["files"])  # the private key stays home

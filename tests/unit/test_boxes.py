@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import shutil
 import stat
 import threading
@@ -148,6 +149,16 @@ def test_lock_times_out_with_a_clear_message(home, capsys):
         assert time.monotonic() - started >= 0.5
     assert "box exp1 is busy" in info.value.one_line()
     assert "waiting up to 0.5s" in capsys.readouterr().err
+
+
+def test_lock_wait_names_the_holder_and_what_it_runs(home, capsys):
+    box = make_box("exp2", state="creating")
+    box.runner = {"pid": os.getpid(), "command": "up", "terraform_pid": 4242,
+                  "terraform": "apply"}  # fmt: skip
+    box.save()
+    with box_lock("exp2"), pytest.raises(OrchError), box_lock("exp2", timeout=0.3):
+        pass
+    assert f"(pid {os.getpid()}: orch up, terraform apply pid 4242)" in capsys.readouterr().err
 
 
 def test_lock_serialises_commands_on_one_box(home):
@@ -405,6 +416,7 @@ def test_restored_box_runs_only_local_code(home, monkeypatch):
     }
     monkeypatch.setattr(state_backend, "bucket_region", lambda location: "us-east-1")
     monkeypatch.setattr(state_backend, "download_bundle", lambda location, name, region: bundle)
+    monkeypatch.setattr(state_backend, "state_facts", lambda location, name, region: (set(), set()))
     box = lifecycle.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
     written = [
         p for p in box.directory.parent.parent.rglob("*.tf") if "local-exec" in p.read_text()
@@ -430,3 +442,29 @@ def test_tags_option():
     for bad in ("novalue", "=x", "orch:box=x", "aws:foo=y"):
         with pytest.raises(UsageError):
             parse_tags((bad,))
+
+
+def test_bundle_must_describe_the_box_named_on_the_command_line():
+    from orchestrator.errors import UsageError
+
+    record = make_box("victim").to_dict()
+    values = {"name": "victim", "region": "us-east-1", "default_tags": {"orch:box": "victim"}}
+    good = {"box": record, "files": {"terraform.tfvars.json": json.dumps(values)}}
+    state_backend.verify_bundle(good, "victim", "s3://b/p")
+
+    def bad(box_name: str, edit_record: dict, edit_values: dict, why: str) -> None:
+        bundle = {
+            "box": {**record, **edit_record},
+            "files": {"terraform.tfvars.json": json.dumps({**values, **edit_values})},
+        }
+        with pytest.raises(UsageError, match=why) as info:
+            state_backend.verify_bundle(bundle, box_name, "s3://b/p")
+        assert info.value.exit_code == 2 and "nothing was destroyed" in info.value.message
+
+    bad("decoy", {}, {}, "names another box")  # the victim's bundle under decoy's key
+    bad("victim", {"name": "../../.."}, {}, "names another box")
+    bad("victim", {}, {"default_tags": {"orch:box": "other"}}, "names another box")
+    bad("victim", {"cloud": "nowhere"}, {}, "cloud")
+    bad("victim", {"cloud": "aliyun"}, {}, "cloud")  # the plan row still says aws
+    bad("victim", {"region": "us-west-2"}, {}, "regions")
+    bad("victim", {}, {"region": "us-east-1\n"}, "regions")
