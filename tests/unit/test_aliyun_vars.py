@@ -58,7 +58,7 @@ def test_on_demand_box_variables():
     ("market", "bid", "strategy", "limit"),
     [
         ("spot", None, "SpotAsPriceGo", None),
-        ("spot", 0.61234, "SpotWithPriceLimit", 0.6123),
+        ("spot", 0.61234, "SpotWithPriceLimit", 0.612),  # SpotPriceLimit: 3 decimals
         ("on-demand", 9.0, "NoSpot", None),  # a bid means nothing to an on-demand box
     ],
 )

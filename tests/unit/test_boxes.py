@@ -190,7 +190,7 @@ def test_keypair_is_ed25519_private_0600_and_reused(tmp_path):
 def _without_cryptography(monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.provision import keys
 
-    def missing(comment: str) -> tuple[str, str]:
+    def missing(comment: str, key_type: str) -> tuple[str, str]:
         raise ImportError("No module named 'cryptography'")
 
     monkeypatch.setattr(keys, "_generate_with_cryptography", missing)

@@ -28,6 +28,9 @@ class AliyunCloud:
     title = "Aliyun"
     reserved_tag_prefixes = ("acs:", "aliyun")  # ECS rejects tag keys starting with these
     agent_via = "cloud-assistant"
+    # ImportKeyPair takes rsa, dsa, ssh-rsa, ssh-dss and ecdsa keys only, no ed25519
+    # (https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-importkeypair).
+    ssh_key_type = "rsa"
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aliyun.toml

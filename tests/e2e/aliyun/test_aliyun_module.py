@@ -16,10 +16,11 @@ import pytest
 
 from orchestrator.provision.terraform import terraform_command
 from orchestrator.resources import resource_path
+from tests.support import ALIYUN_PUBLIC_KEY
 
 pytestmark = pytest.mark.e2e
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW1s3gk1qv0QH0aB t"
+KEY = ALIYUN_PUBLIC_KEY  # ImportKeyPair takes no ed25519 key
 ROOT = """
 terraform {
   required_providers {
