@@ -179,6 +179,8 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
     expires_at = expires_at_for(options.ttl)
     candidates = plan.candidates()
     user_data_for = _user_data_renderer()
+    for candidate in candidates:
+        _check_values(candidate, options, expires_at)
     with box_lock(name):
         box = _box_for_up(name, candidates[0], location, options, expires_at)
         public_key = _ensure_box_files(box, _key_type_for(candidates))
@@ -265,6 +267,25 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                         f"interrupted; box {name} is partly created: `orch down {name}` removes it"
                     ) from None
     raise OrchError("the plan has no candidates")  # pragma: no cover - Plan always has one
+
+
+def _check_values(candidate: Candidate, options: UpOptions, expires_at: str | None) -> None:
+    """Let the candidate's cloud map it to module values once, before any cloud call, so that
+    what it refuses (a spot bid that rounds to 0, ...) is a usage error with no box record."""
+    clouds.get(candidate.cloud).tfvars(
+        RenderRequest(
+            name=options.name,
+            owner=options.owner or "orch",
+            candidate=candidate,
+            ssh_public_key="",
+            ssh_ingress_cidrs=options.ssh_cidrs,
+            expires_at=expires_at,
+            allow_world_ssh=options.allow_world_ssh,
+            tags=options.tags,
+            spot_max_price=options.spot_max_price,
+            subnet_id=options.subnet_id,
+        )
+    )
 
 
 def _zones_to_try(cloud: clouds.Cloud, candidate: Candidate) -> list[str | None]:
