@@ -672,3 +672,17 @@ def test_spot_prices_differ_by_zone(ecs, sim):
     assert error_of(lambda: run(ecs, vswitch_j, group_j, **limited)).code == (
         "InvalidSpotPriceLimit.LowerThanPublicPrice"
     )
+
+
+def test_refresh_prices_spot_in_the_zone_a_box_would_use(sim, monkeypatch):
+    """DescribePrice for spot varies by zone: orch prices the first zone with stock."""
+    from orchestrator.clouds.aliyun.prices import refresh_prices
+
+    _orch_env(monkeypatch, sim)
+    kind = "ecs.gn6i-c4g1.xlarge"
+    sim.backend.set_price(REGION, kind, 1.0, 0.30)
+    sim.backend.set_price(REGION, kind, 1.0, 0.41, zone="cn-hangzhou-h")
+    sim.backend.set_price(REGION, kind, 1.0, 0.52, zone="cn-hangzhou-i")
+    assert refresh_prices([REGION], [kind])[kind][REGION] == {"on_demand": 1.0, "spot": 0.41}
+    sim.backend.set_stock(REGION, kind, "WithoutStock", zone="cn-hangzhou-h", market="spot")
+    assert refresh_prices([REGION], [kind])[kind][REGION]["spot"] == 0.52
