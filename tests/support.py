@@ -118,3 +118,16 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
     """Assert a command succeeded, showing its stderr when it did not."""
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stderr[-3000:]}"
     return result
+
+
+# An RSA public key (ssh-rsa): what Alibaba Cloud's ImportKeyPair accepts (no ed25519), for
+# tests that import a key into the Aliyun emulator. The private half was never kept.
+ALIYUN_PUBLIC_KEY = (
+    "ssh-rsa "
+    "AAAAB3NzaC1yc2EAAAADAQABAAABAQCibM3I40ep4w+rpOUePOmJJK8Lsgh3zdEaG3xEr6N9K2itTypodEB61wm6"
+    "cjmpPvB5XWc8lkasKn4nhM9FjDfzOBs5Glwa9vdKxob2XiermPUh2O9Mtkjg4KWdbPwbLoxZCyD7odwo9+yj6Jq4"
+    "ZRy2uZ3cc6/5OyR93OscA14TS4ME8dtZh2NKWs5TAUcfsJ3TvFCH1D/JCSJyalGfcBhw3/GCc6cXxg7e3IFJ9sLG"
+    "atTAn4tD/ZJhTaP07I1tH5gfW6h+R3wvMXgX2zUky8T2B+bvIQ6NKzgEhpEAzrVlM8x4asZ3c8L5W8fwJYMI0sYs"
+    "SAOyS4QJlm4JdnJ2VyxH"
+    " orch-test"
+)

@@ -9,6 +9,7 @@ a command first asks for them. See docs/adding-a-cloud.md.
 
 from orchestrator.clouds.base import (
     Cloud,
+    CloudError,
     CommandResult,
     ErrorKind,
     TaggedResource,
@@ -17,6 +18,7 @@ from orchestrator.clouds.base import (
     get,
     names,
     register,
+    ssh_key_type_of,
 )
 
 register("aws", "orchestrator.clouds.aws.cloud:AwsCloud")
@@ -24,6 +26,7 @@ register("aliyun", "orchestrator.clouds.aliyun.cloud:AliyunCloud")
 
 __all__ = [
     "Cloud",
+    "CloudError",
     "CommandResult",
     "ErrorKind",
     "TaggedResource",
@@ -32,4 +35,5 @@ __all__ = [
     "get",
     "names",
     "register",
+    "ssh_key_type_of",
 ]

@@ -162,6 +162,7 @@ class BoxRequest(Protocol):
     tags: dict[str, str]
     spot_max_price: float | None
     subnet_id: str | None
+    zone: str | None  # the zone `orch up` chose; None: the cloud's module picks
 
     def orch_tags(self) -> dict[str, str]: ...
 
@@ -196,6 +197,8 @@ class Cloud(Protocol):
     reserved_tag_prefixes: tuple[str, ...]
     # `orch check --via <agent_via>` uses the cloud's in-guest agent; None: the cloud has none.
     agent_via: str | None
+    # Optional (read with `ssh_key_type_of`): the SSH key type its key-pair API accepts,
+    # "ed25519" (the default) or "rsa".
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -263,6 +266,11 @@ class Cloud(Protocol):
     def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
         """The transport for `orch check --via <agent_via>`."""
         ...
+
+
+def ssh_key_type_of(cloud: Cloud) -> str:
+    """The key type a cloud's boxes get: its `ssh_key_type`, else ed25519."""
+    return str(getattr(cloud, "ssh_key_type", "ed25519"))
 
 
 # ------------------------------------------------------------------------------- registry

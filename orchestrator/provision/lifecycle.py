@@ -216,10 +216,12 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
     validate_plan(plan, spot_bid=options.spot_max_price)
     candidates = plan.candidates()
     user_data_for = _user_data_renderer()
+    for candidate in candidates:
+        _check_values(candidate, options, expires_at)
     with box_lock(name), _give_back_on_failure(location) as hold:
         fresh = not box_exists(name)
         box = hold(_box_for_up(name, candidates[0], location, options, expires_at))
-        public_key = _ensure_box_files(box)
+        public_key = _ensure_box_files(box, _key_type_for(candidates))
         if _has_resources(box, location) and not _same_target(box.candidate, candidates[0]):
             # A failed earlier `up` aimed elsewhere: clear it with its own config first.
             say(f"removing what the earlier attempt on {_describe(box.candidate)} left")
@@ -227,55 +229,120 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
         tried: list[str] = []
         box.attempts = []  # what this run tried; earlier runs' failures are history
         for index, candidate in enumerate(candidates):
-            request = RenderRequest(
-                name=name,
-                owner=box.owner,
-                candidate=candidate,
-                ssh_public_key=public_key,
-                ssh_ingress_cidrs=options.ssh_cidrs,
-                user_data=user_data_for(box.expires_at, candidate.cloud),
-                expires_at=box.expires_at,
-                allow_world_ssh=options.allow_world_ssh,
-                tags=options.tags,
-                backend="s3" if location else "local",
-                spot_max_price=options.spot_max_price,
-                subnet_id=options.subnet_id,
-            )
+            last_candidate = index == len(candidates) - 1
+            cloud = clouds.get(candidate.cloud)
             try:
-                _attempt(box, request, location, say, progress)
-                return box
-            except TerraformError as exc:
-                code = is_capacity_error(exc, candidate.cloud)
+                zones = _zones_to_try(cloud, candidate)
+            except clouds.CloudError as exc:  # the stock check: no zone can launch it now
                 attempt = _describe(candidate)
-                box.attempts.append({**_target(candidate), "error": code or exc.message})
-                if code:
-                    tried.append(f"{attempt}: {code}")
-                if code and index < len(candidates) - 1:
-                    say(f"{attempt}: {code}; destroying the partial box, trying the next candidate")
-                    _set_state(box, "destroying")
-                    _destroy_or_fail(box, location, progress)
+                box.attempts.append({**_target(candidate), "error": exc.code or exc.message})
+                tried.append(f"{attempt}: {exc.code}")
+                if not last_candidate:
+                    say(f"{attempt}: {exc.code}; trying the next candidate")
                     continue
                 _set_state(box, "failed", exc.message, location)
-                if code:
-                    raise OrchError(
-                        f"no capacity for any plan candidate ({'; '.join(tried)})",
-                        hint=f"`orch down {name}` removes what was created",
-                    ) from None
                 raise OrchError(
-                    f"{exc.message}",
-                    hint=f"`orch down {name}` removes what was created; `orch up` retries",
+                    f"no capacity for any plan candidate ({'; '.join(tried)})",
+                    hint=f"`orch down {name}` removes what was created",
                 ) from None
-            except Interrupted:
-                _set_state(box, "failed", "interrupted", location)
-                raise Interrupted(
-                    f"interrupted; box {name} is partly created: `orch down {name}` removes it"
-                ) from None
-            except UsageError:
-                # Refused while rendering (before Terraform ran): leave no phantom record.
-                if fresh and not _has_resources(box, location):
-                    shutil.rmtree(box.directory, ignore_errors=True)
-                raise
+            for zone_index, zone in enumerate(zones):
+                request = RenderRequest(
+                    name=name,
+                    owner=box.owner,
+                    candidate=candidate,
+                    ssh_public_key=public_key,
+                    ssh_ingress_cidrs=options.ssh_cidrs,
+                    user_data=user_data_for(box.expires_at, candidate.cloud),
+                    expires_at=box.expires_at,
+                    allow_world_ssh=options.allow_world_ssh,
+                    tags=options.tags,
+                    backend="s3" if location else "local",
+                    spot_max_price=options.spot_max_price,
+                    subnet_id=options.subnet_id,
+                    zone=zone,
+                )
+                try:
+                    _attempt(box, request, location, say, progress)
+                    return box
+                except TerraformError as exc:
+                    code = is_capacity_error(exc, candidate.cloud)
+                    attempt = _describe(candidate, zone)
+                    box.attempts.append(
+                        {**_target(candidate), "zone": zone or "", "error": code or exc.message}
+                    )
+                    if code:
+                        tried.append(f"{attempt}: {code}")
+                    # No stock in this zone: the region's other zones first, then the next
+                    # candidate. A quota is the account's, whatever the zone.
+                    next_zone = (
+                        code is not None
+                        and cloud.error_kind(code) is clouds.ErrorKind.CAPACITY
+                        and zone_index < len(zones) - 1
+                    )
+                    if code and (next_zone or not last_candidate):
+                        where = (
+                            f"zone {zones[zone_index + 1]}" if next_zone else "the next candidate"
+                        )
+                        say(f"{attempt}: {code}; destroying the partial box, trying {where}")
+                        _set_state(box, "destroying")
+                        _destroy_or_fail(box, location, progress)
+                        if next_zone:
+                            continue
+                        break
+                    _set_state(box, "failed", exc.message, location)
+                    if code:
+                        raise OrchError(
+                            f"no capacity for any plan candidate ({'; '.join(tried)})",
+                            hint=f"`orch down {name}` removes what was created",
+                        ) from None
+                    raise OrchError(
+                        f"{exc.message}",
+                        hint=f"`orch down {name}` removes what was created; `orch up` retries",
+                    ) from None
+                except Interrupted:
+                    _set_state(box, "failed", "interrupted", location)
+                    raise Interrupted(
+                        f"interrupted; box {name} is partly created: `orch down {name}` removes it"
+                    ) from None
+                except UsageError:
+                    # Refused while rendering (before Terraform ran): leave no phantom record.
+                    if fresh and not _has_resources(box, location):
+                        shutil.rmtree(box.directory, ignore_errors=True)
+                    raise
     raise OrchError("the plan has no candidates")  # pragma: no cover - Plan always has one
+
+
+def _check_values(candidate: Candidate, options: UpOptions, expires_at: str | None) -> None:
+    """Let the candidate's cloud map it to module values once, before any cloud call, so that
+    what it refuses (a spot bid that rounds to 0, ...) is a usage error with no box record."""
+    clouds.get(candidate.cloud).tfvars(
+        RenderRequest(
+            name=options.name,
+            owner=options.owner or "orch",
+            candidate=candidate,
+            ssh_public_key="",
+            ssh_ingress_cidrs=options.ssh_cidrs,
+            expires_at=expires_at,
+            allow_world_ssh=options.allow_world_ssh,
+            tags=options.tags,
+            spot_max_price=options.spot_max_price,
+            subnet_id=options.subnet_id,
+        )
+    )
+
+
+def _zones_to_try(cloud: clouds.Cloud, candidate: Candidate) -> list[str | None]:
+    """The zones to launch `candidate` in, best first: those the cloud says can launch it now;
+    [None] (the module picks) when it cannot tell. Raises CloudError when no zone has stock."""
+    try:
+        zones = cloud.zones_with_stock(
+            candidate.region, candidate.instance_type, candidate.market == "spot"
+        )
+    except clouds.CloudError as exc:
+        if exc.kind.fails_over:
+            raise
+        return [None]  # the stock check itself failed: the launch will tell
+    return list(zones) if zones else [None]
 
 
 def _attempt(
@@ -438,10 +505,16 @@ def _release_if_nothing_created(box: Box, location: Location) -> None:
             box.save()
 
 
-def _ensure_box_files(box: Box) -> str:
+def _key_type_for(candidates: list[Candidate]) -> str:
+    """One key for every candidate: ed25519 unless a candidate's cloud takes only another."""
+    wanted = {clouds.ssh_key_type_of(clouds.get(c.cloud)) for c in candidates}
+    return "ed25519" if wanted == {"ed25519"} else sorted(wanted - {"ed25519"})[0]
+
+
+def _ensure_box_files(box: Box, key_type: str) -> str:
     from orchestrator.provision.keys import ensure_keypair
 
-    public_key = ensure_keypair(box.key_path, comment=f"orch-{box.name}")
+    public_key = ensure_keypair(box.key_path, comment=f"orch-{box.name}", key_type=key_type)
     if not box.known_hosts_path.exists():
         fd = os.open(box.known_hosts_path, os.O_WRONLY | os.O_CREAT, 0o600)
         os.close(fd)
@@ -473,8 +546,8 @@ def _same_target(a: Candidate, b: Candidate) -> bool:
     return _target(a) == _target(b)
 
 
-def _describe(candidate: Candidate) -> str:
-    return f"{candidate.instance_type} {candidate.market} in {candidate.region}"
+def _describe(candidate: Candidate, zone: str | None = None) -> str:
+    return f"{candidate.instance_type} {candidate.market} in {zone or candidate.region}"
 
 
 # ------------------------------------------------------------------------------ down

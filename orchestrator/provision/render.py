@@ -52,6 +52,7 @@ class RenderRequest:
     backend: str = "local"  # "local" | "s3"
     spot_max_price: float | None = None
     subnet_id: str | None = None
+    zone: str | None = None  # the zone `orch up` chose (None: the module picks)
 
     def orch_tags(self) -> dict[str, str]:
         """Tags on everything a box creates: how `orch sweep` finds leftovers and expired boxes."""

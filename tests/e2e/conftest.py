@@ -284,7 +284,8 @@ EC2_ERROR = (
 
 
 class CapacityProxy:
-    """Forward every request to moto, except RunInstances for `refuse` instance types.
+    """Forward every request to moto, except RunInstances for `refuse` instance types
+    (or "type@zone": the type in that availability zone only).
 
     Those get EC2's own error shape for `code` (400, like VcpuLimitExceeded), which is what
     a real account without quota or capacity for the type answers.
@@ -343,10 +344,14 @@ class CapacityProxy:
             return None
         form = parse_qs(body.decode("utf-8", "replace"))
         instance_type = (form.get("InstanceType") or [""])[0]
-        code = self.refuse.get(instance_type)
+        # "type@zone" refuses the type in that availability zone only.
+        zone = (form.get("Placement.AvailabilityZone") or [""])[0]
+        key = f"{instance_type}@{zone}"
+        key = key if key in self.refuse else instance_type
+        code = self.refuse.get(key)
         if code is None:
             return None
-        self.refused.append(instance_type)
+        self.refused.append(key)
         message = f"You have requested more vCPU capacity than allowed for {instance_type}."
         return EC2_ERROR.format(code=code, message=message, request="orch-test").encode()
 

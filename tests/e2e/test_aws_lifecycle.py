@@ -407,3 +407,36 @@ def test_plan_options_reach_terraform_with_the_dlami_parameter(orch, ec2):
     assert status["region"] == REGION
     ok(orch("down", name))
     assert_nothing_left(ec2, name)
+
+
+def test_insufficient_capacity_in_one_zone_tries_the_next_zone(
+    orch, ec2, aws_env, capacity_proxy, tmp_path
+):
+    """EC2 has no stock API: orch launches in the first AZ that offers the type
+    (DescribeInstanceTypeOfferings) and, on a capacity error there, in the next AZ, before any
+    other candidate. The error is `Unsupported` ("not supported in your requested Availability
+    Zone"), a per-AZ capacity code: InsufficientInstanceCapacity the AWS provider itself retries
+    for minutes before it gives up (its EC2 retryer), too long for a test."""
+    name = "e2e-zones"
+    plan = plan_file(tmp_path, candidate("g4dn.xlarge"), candidate("p4d.24xlarge"))
+    env = {**aws_env, "AWS_ENDPOINT_URL": capacity_proxy.url}
+    with capacity_proxy.refusing({"g4dn.xlarge@us-east-1a": "Unsupported"}):
+        result = ok(
+            orch("up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--no-check",
+                 "--json", env=env)
+        )  # fmt: skip
+        # Refused in us-east-1a only (the provider may send a refused call twice).
+        assert set(capacity_proxy.refused) == {"g4dn.xlarge@us-east-1a"}
+    box = json.loads(result.stdout)
+    assert box["instance_type"] == "g4dn.xlarge"
+    assert [(a["zone"], a["error"]) for a in box["attempts"]] == [
+        ("us-east-1a", "Unsupported")
+    ]
+    (instance,) = live_instances(ec2, name)
+    assert instance["InstanceType"] == "g4dn.xlarge"
+    assert instance["Placement"]["AvailabilityZone"] == "us-east-1b"
+    subnet = ec2.describe_subnets(SubnetIds=[instance["SubnetId"]])["Subnets"][0]
+    assert subnet["AvailabilityZone"] == "us-east-1b" and subnet["DefaultForAz"]
+    assert len(security_groups_of(ec2, name)) == 1 and len(key_pairs_of(ec2, name)) == 1
+    ok(orch("down", name, env=env))
+    assert_nothing_left(ec2, name)

@@ -289,7 +289,9 @@ def aliyun_box(
     group = backend.create_security_group(
         ALIYUN_REGION, vswitch.vpc_id, f"orch-{box}", "orch box", "normal", labels
     )
-    key = backend.import_key_pair(ALIYUN_REGION, f"orch-{box}", PUBLIC_KEY, labels)
+    key = backend.import_key_pair(
+        ALIYUN_REGION, f"orch-{box}", support.ALIYUN_PUBLIC_KEY, labels
+    )
     if not count:
         return {"group": group.id, "key": key.name, "instances": set(), **network}
     ids = backend.run_instances(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.sim.aliyun.server import RunningEmulator
-from tests.support import require_module
+from tests.support import ALIYUN_PUBLIC_KEY, require_module
 
 alibaba = require_module("alibabacloud_ecs20140526")
 
@@ -27,7 +27,10 @@ from alibabacloud_tea_openapi.exceptions import ClientException  # noqa: E402
 from alibabacloud_tea_openapi.models import Config  # noqa: E402
 
 REGION = "cn-hangzhou"
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGcgkGRrl3Ww7XpmZkn0Eg9Ypw1fbSZL3jA2PyQcbgxT test"
+KEY = ALIYUN_PUBLIC_KEY  # ImportKeyPair takes RSA, DSA and ECDSA keys
+ED25519_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGcgkGRrl3Ww7XpmZkn0Eg9Ypw1fbSZL3jA2PyQcbgxT test"
+)
 
 
 @pytest.fixture(scope="module")
@@ -350,8 +353,10 @@ def test_images_zones_stock_and_prices(ecs, sim):
         z.zone_id: "ecs.gn7i-c8g1.2xlarge" in z.available_instance_types.instance_types
         for z in zones
     }
+    # DescribeZones lists what a zone offers whatever its stock (issue 9): only
+    # DescribeAvailableResource and RunInstances tell that zone h is sold out.
     assert sells == {
-        "cn-hangzhou-h": False,
+        "cn-hangzhou-h": True,
         "cn-hangzhou-i": True,
         "cn-hangzhou-j": True,
         "cn-hangzhou-k": True,
@@ -536,3 +541,148 @@ def test_module_entry_point_serves_on_the_given_port(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+# ------------------------------------------------------------------------ issue 9: keys, zones
+
+
+def test_import_key_pair_refuses_key_types_the_api_does_not_take(ecs, sim):
+    # ImportKeyPair takes rsa, dsa, ssh-rsa, ssh-dss and ecdsa keys only.
+    error = error_of(
+        lambda: ecs.import_key_pair(
+            models.ImportKeyPairRequest(
+                region_id=REGION, key_pair_name="ed", public_key_body=ED25519_KEY
+            )
+        )
+    )
+    assert (error.code, error.status_code) == ("InvalidPublicKeyBody.Malformed", 400)
+    assert not sim.backend.key_pairs
+    body = ecs.import_key_pair(
+        models.ImportKeyPairRequest(region_id=REGION, key_pair_name="rsa", public_key_body=KEY)
+    ).body
+    assert body.key_pair_name == "rsa"
+
+
+def test_orch_generates_a_key_the_emulator_accepts(ecs, sim, tmp_path):
+    from orchestrator import clouds
+    from orchestrator.provision.keys import ensure_keypair
+
+    key_type = clouds.ssh_key_type_of(clouds.get("aliyun"))
+    public = ensure_keypair(tmp_path / "key", comment="orch-k", key_type=key_type)
+    assert public.startswith("ssh-rsa ")
+    assert (tmp_path / "key").stat().st_mode & 0o777 == 0o600
+    ecs.import_key_pair(
+        models.ImportKeyPairRequest(region_id=REGION, key_pair_name="kp", public_key_body=public)
+    )
+    assert [name for _, name in sim.backend.key_pairs] == ["kp"]
+
+
+def test_describe_zones_lists_sold_out_types_stock_check_does_not(ecs, sim, monkeypatch):
+    sim.backend.set_stock(REGION, "ecs.gn6i-c4g1.xlarge", "WithoutStock", zone="cn-hangzhou-h")
+    zones = ecs.describe_zones(models.DescribeZonesRequest(region_id=REGION)).body.zones.zone
+    assert all("ecs.gn6i-c4g1.xlarge" in z.available_instance_types.instance_types for z in zones)
+    _orch_env(monkeypatch, sim)
+    from orchestrator import clouds
+
+    stock = clouds.get("aliyun").zones_with_stock(REGION, "ecs.gn6i-c4g1.xlarge", False)
+    assert stock == ["cn-hangzhou-i", "cn-hangzhou-j", "cn-hangzhou-k"]
+
+
+def _orch_env(monkeypatch: pytest.MonkeyPatch, sim: RunningEmulator) -> None:
+    monkeypatch.setenv("ALIBABA_CLOUD_ENDPOINT_ECS", sim.endpoint)
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "AKID")
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "secret")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        ("Zone.NotOnSale", 403, "capacity"),
+        ("OperationDenied.NoStock", 403, "capacity"),
+        ("QuotaExceed.ElasticQuota", 403, "quota"),
+        ("Throttling", 400, "retryable"),
+        ("ServiceUnavailable", 503, "retryable"),
+    ],
+)
+def test_injected_faults_have_real_statuses_and_orch_classifies_them(
+    ecs, sim, monkeypatch, code, status, kind
+):
+    _, vswitch, group = network(ecs, zone="cn-hangzhou-j")
+    from alibabacloud_tea_openapi.exceptions import AlibabaCloudException
+
+    sim.backend.inject_fault("RunInstances", code, zone="cn-hangzhou-j")
+    with pytest.raises(AlibabaCloudException) as raised:  # 5xx: the SDK's ServerException
+        run(ecs, vswitch, group)
+    error = raised.value
+    assert (error.code, error.status_code) == (code, status)
+    assert not sim.backend.instances
+    assert run(ecs, vswitch, group)  # injected once: the next call goes through
+
+    # The same code reaching orch (its stock check here) is classified by the Cloud.
+    from orchestrator import clouds
+
+    _orch_env(monkeypatch, sim)
+    cloud = clouds.get("aliyun")
+    sim.backend.inject_fault("DescribeAvailableResource", code)
+    with pytest.raises(clouds.CloudError) as caught:
+        cloud.zones_with_stock(REGION, "ecs.gn6i-c4g1.xlarge", False)
+    assert caught.value.code == code
+    assert caught.value.kind.value == kind == cloud.error_kind(code).value
+    assert (code in cloud.failover_codes()) == (kind in ("capacity", "quota"))
+
+
+def test_a_fault_in_another_zone_does_not_fire(ecs, sim):
+    _, vswitch, group = network(ecs, zone="cn-hangzhou-i")
+    sim.backend.inject_fault("RunInstances", "OperationDenied.NoStock", zone="cn-hangzhou-j")
+    assert run(ecs, vswitch, group)
+    with pytest.raises(Exception, match="cannot inject"):
+        sim.backend.inject_fault("RunInstances", "Made.Up")
+
+
+def test_auto_release_time_seconds_are_cut_not_rounded(ecs, sim):
+    _, vswitch, group = network(ecs)
+    now = sim.backend.now()
+    moment = (now + timedelta(hours=2)).replace(second=50, microsecond=0)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    [instance_id] = run(ecs, vswitch, group, auto_release_time=text)
+    assert sim.backend.instances[instance_id].auto_release_time == moment.replace(second=0)
+
+
+def test_spot_prices_differ_by_zone(ecs, sim):
+    sim.backend.set_price(REGION, "ecs.gn6i-c4g1.xlarge", 1.0, 0.30)
+    sim.backend.set_price(REGION, "ecs.gn6i-c4g1.xlarge", 1.0, 0.45, zone="cn-hangzhou-j")
+
+    def spot(zone: str | None) -> float:
+        body = ecs.describe_price(
+            models.DescribePriceRequest(
+                region_id=REGION,
+                instance_type="ecs.gn6i-c4g1.xlarge",
+                spot_strategy="SpotAsPriceGo",
+                zone_id=zone,
+            )
+        ).body
+        details = body.price_info.price.detail_infos.detail_info
+        [line] = [d for d in details if d.resource == "instanceType"]
+        return line.trade_price
+
+    assert (spot(None), spot("cn-hangzhou-i"), spot("cn-hangzhou-j")) == (0.30, 0.30, 0.45)
+    # A limit above zone i's price but below zone j's launches in i only.
+    _, vswitch_j, group_j = network(ecs, zone="cn-hangzhou-j")
+    limited = dict(spot_strategy="SpotWithPriceLimit", spot_price_limit=0.4)
+    assert error_of(lambda: run(ecs, vswitch_j, group_j, **limited)).code == (
+        "InvalidSpotPriceLimit.LowerThanPublicPrice"
+    )
+
+
+def test_refresh_prices_spot_in_the_zone_a_box_would_use(sim, monkeypatch):
+    """DescribePrice for spot varies by zone: orch prices the first zone with stock."""
+    from orchestrator.clouds.aliyun.prices import refresh_prices
+
+    _orch_env(monkeypatch, sim)
+    kind = "ecs.gn6i-c4g1.xlarge"
+    sim.backend.set_price(REGION, kind, 1.0, 0.30)
+    sim.backend.set_price(REGION, kind, 1.0, 0.41, zone="cn-hangzhou-h")
+    sim.backend.set_price(REGION, kind, 1.0, 0.52, zone="cn-hangzhou-i")
+    assert refresh_prices([REGION], [kind])[kind][REGION] == {"on_demand": 1.0, "spot": 0.41}
+    sim.backend.set_stock(REGION, kind, "WithoutStock", zone="cn-hangzhou-h", market="spot")
+    assert refresh_prices([REGION], [kind])[kind][REGION]["spot"] == 0.52

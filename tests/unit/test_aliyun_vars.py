@@ -58,7 +58,7 @@ def test_on_demand_box_variables():
     ("market", "bid", "strategy", "limit"),
     [
         ("spot", None, "SpotAsPriceGo", None),
-        ("spot", 0.61234, "SpotWithPriceLimit", 0.6123),
+        ("spot", 0.61234, "SpotWithPriceLimit", 0.612),  # SpotPriceLimit: 3 decimals
         ("on-demand", 9.0, "NoSpot", None),  # a bid means nothing to an on-demand box
     ],
 )
@@ -67,7 +67,8 @@ def test_spot_strategy(market, bid, strategy, limit):
     assert (values["spot_strategy"], values["spot_price_limit"]) == (strategy, limit)
 
 
-@pytest.mark.parametrize("bid", [0.0, -1.0, 0.00001, float("nan"), float("inf")])
+# 0.0004: SpotPriceLimit has three decimals, so it rounds to 0 (at four it was sent as 0.0004).
+@pytest.mark.parametrize("bid", [0.0, -1.0, 0.00001, 0.0004, float("nan"), float("inf")])
 def test_a_bid_terraform_would_refuse_is_a_usage_error(bid):
     with pytest.raises(UsageError, match="--max-price"):
         aliyun_vars.tfvars(request(candidate=candidate(market="spot"), spot_max_price=bid))

@@ -201,7 +201,7 @@ def test_keypair_is_ed25519_private_0600_and_reused(tmp_path):
 def _without_cryptography(monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.provision import keys
 
-    def missing(comment: str) -> tuple[str, str]:
+    def missing(comment: str, key_type: str) -> tuple[str, str]:
         raise ImportError("No module named 'cryptography'")
 
     monkeypatch.setattr(keys, "_generate_with_cryptography", missing)
@@ -468,3 +468,31 @@ def test_bundle_must_describe_the_box_named_on_the_command_line():
     bad("victim", {"cloud": "aliyun"}, {}, "cloud")  # the plan row still says aws
     bad("victim", {"region": "us-west-2"}, {}, "regions")
     bad("victim", {}, {"region": "us-east-1\n"}, "regions")
+
+
+def test_keypair_of_the_type_the_cloud_takes(tmp_path: Path) -> None:
+    """Aliyun's ImportKeyPair takes no ed25519: its boxes get RSA 3072; a box dir holding a key
+    of the other type (an earlier attempt on another cloud) gets a new pair."""
+    from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+
+    from orchestrator import clouds
+
+    assert clouds.ssh_key_type_of(clouds.get("aliyun")) == "rsa"
+    assert clouds.ssh_key_type_of(clouds.get("aws")) == "ed25519"
+    private = tmp_path / "id_ed25519"
+    ed = ensure_keypair(private, comment="orch-k1")
+    rsa = ensure_keypair(private, comment="orch-k1", key_type="rsa")
+    assert ed.startswith("ssh-ed25519 ") and rsa.startswith("ssh-rsa ")
+    assert load_ssh_public_key(rsa.encode()).key_size == 3072
+    assert ensure_keypair(private, comment="orch-k1", key_type="rsa") == rsa  # kept
+    assert "RSA" in private.read_text() or "OPENSSH" in private.read_text()
+    assert private.stat().st_mode & 0o777 == 0o600
+
+
+def test_ssh_keygen_fallback_makes_rsa_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    from tests.support import require
+
+    require(shutil.which("ssh-keygen"), "ssh-keygen (OpenSSH)")
+    _without_cryptography(monkeypatch)
+    public = ensure_keypair(tmp_path / "k", comment="orch-k2", key_type="rsa")
+    assert public.startswith("ssh-rsa ") and public.endswith(" orch-k2")

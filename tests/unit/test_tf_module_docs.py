@@ -44,6 +44,7 @@ SHARED_INPUTS = {
     "ssh_user",
     "ssh_ingress_cidrs",
     "allow_world_ssh",
+    "zone_id",
 }
 SHARED_OUTPUTS = {
     "instance_id",

@@ -35,6 +35,9 @@ class AliyunCloud:
     region_re = re.compile(r"[a-z]{2}-[a-z]+(-[0-9]{1,2})?")
     root_volume_gib_max = 2048
     image_keys = ("id", "name_regex", "owners")
+    # ImportKeyPair takes rsa, dsa, ssh-rsa, ssh-dss and ecdsa keys only, no ed25519
+    # (https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-importkeypair).
+    ssh_key_type = "rsa"
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aliyun.toml

@@ -16,6 +16,7 @@ def describe_price(
     system_disk_category: str = "cloud_essd",
     system_disk_size: int = 40,
     currency: str | None = None,
+    zone: str | None = None,
 ) -> float:
     """USD (or the account's currency) per hour for the instance alone, via DescribePrice.
 
@@ -23,6 +24,7 @@ def describe_price(
     (DetailInfo Resource "instanceType") is returned when the API itemises the price.
     With `currency` ("USD"), a price in another currency (a China-site account is billed in
     CNY) raises AliyunError with code CURRENCY_MISMATCH instead of being returned.
+    Spot prices differ by zone: `zone` prices that one (ZoneId).
     """
     from alibabacloud_ecs20140526 import models
 
@@ -33,6 +35,7 @@ def describe_price(
         price_unit="Hour",
         period=1,
         spot_strategy="SpotAsPriceGo" if spot else "NoSpot",
+        zone_id=zone,
         system_disk=models.DescribePriceRequestSystemDisk(
             category=system_disk_category, size=system_disk_size
         ),
@@ -71,13 +74,24 @@ def refresh_prices(
             row: dict[str, float | None] = {}
             for market, spot in (("on_demand", False), ("spot", True)):
                 try:
-                    row[market] = describe_price(region, instance_type, spot, currency=currency)
+                    # Spot: the price of the zone a box would use (the first with stock).
+                    zone = spot_zone(region, instance_type) if spot else None
+                    row[market] = describe_price(
+                        region, instance_type, spot, currency=currency, zone=zone
+                    )
                 except AliyunError as exc:
                     if exc.code in FATAL_PRICE_CODES:
                         raise  # no connection or no permission: every other call fails too
                     row[market] = None
             table.setdefault(instance_type, {})[region] = row
     return table
+
+
+def spot_zone(region: str, instance_type: str) -> str:
+    """The zone `orch up` would launch a spot `instance_type` in: the first with stock."""
+    from orchestrator.clouds.aliyun.stock import check_stock
+
+    return check_stock(region, instance_type, spot=True)[0]
 
 
 PRICE_API = PriceApi(

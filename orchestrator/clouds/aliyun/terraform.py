@@ -77,6 +77,9 @@ def auto_release_time(expires_at: str | None, now: datetime | None = None) -> st
         raise UsageError(f"expiry {expires_at!r} has no time zone")
     now = (now or datetime.now(UTC)).astimezone(UTC)
     moment = max(moment.astimezone(UTC), now + MIN_RELEASE_DELAY)
+    # ECS cuts seconds off (rounds down, ModifyInstanceAutoReleaseTime: "if ss is not 00, only
+    # mm is used"): send the whole minute at or after the expiry, so that what ECS keeps is
+    # exactly what was sent and the box is never released before its TTL.
     whole = moment.replace(second=0, microsecond=0)
     if whole < moment:
         whole += timedelta(minutes=1)
@@ -93,10 +96,16 @@ def spot_vars(market: str, spot_max_price: float | None) -> dict[str, Any]:
         raise UsageError(f"unknown market {market!r} (expected on-demand or spot)")
     if spot_max_price is None:
         return {"spot_strategy": "SpotAsPriceGo", "spot_price_limit": None}
-    limit = round(spot_max_price, 4)
-    # NaN passes a `<= 0` test, and a tiny bid rounds to 0: both would fail only in Terraform.
+    # RunInstances SpotPriceLimit: "accurate to three decimal places" (RunInstances reference,
+    # https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-runinstances).
+    limit = round(spot_max_price, 3) if math.isfinite(spot_max_price) else spot_max_price
+    # NaN passes a `<= 0` test, and a bid under $0.0005 rounds to 0: both would fail only in
+    # Terraform, after the network and key pair exist.
     if not math.isfinite(limit) or limit <= 0:
-        raise UsageError(f"--max-price {spot_max_price} is not a positive price (USD per hour)")
+        raise UsageError(
+            f"--max-price {spot_max_price} is not a positive price (USD per hour)"
+            + (" at the three decimals Alibaba Cloud takes" if math.isfinite(limit) else "")
+        )
     return {"spot_strategy": "SpotWithPriceLimit", "spot_price_limit": limit}
 
 
@@ -136,6 +145,7 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         "ssh_user": candidate.ssh_user or "root",
         "ssh_ingress_cidrs": list(request.ssh_ingress_cidrs),
         "allow_world_ssh": bool(request.allow_world_ssh),
+        "zone_id": request.zone,
         # orch:box / orch:owner / orch:expires-at are added by the module from the values above.
         "tags": {**request.tags, **request.orch_tags()},
     }

@@ -75,7 +75,11 @@ class AwsCloud:
         return runtime_env()
 
     def zones_with_stock(self, region: str, instance_type: str, spot: bool) -> list[str] | None:
-        return None  # EC2 has no stock API: a launch tells (capacity codes in errors.py)
+        # EC2 has no stock API: the zones that offer the type, each tried in turn by `up`
+        # (a launch tells; capacity codes in errors.py). None when no zone lists it.
+        from orchestrator.clouds.aws.zones import offering_zones
+
+        return offering_zones(region, instance_type) or None
 
     def error_kind(self, code: str) -> ErrorKind:
         from orchestrator.clouds.aws.errors import error_kind

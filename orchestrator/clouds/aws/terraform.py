@@ -74,6 +74,8 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         values["spot_max_price"] = f"{request.spot_max_price:.4f}".rstrip("0").rstrip(".")
     if request.subnet_id:
         values["subnet_id"] = request.subnet_id
+    elif request.zone:
+        values["zone_id"] = request.zone
     return values
 
 

@@ -103,6 +103,7 @@ resource "aws_instance" "this" {
   ami                    = local.image_id
   instance_type          = var.instance_type
   subnet_id              = var.subnet_id
+  availability_zone      = var.subnet_id == null ? var.zone_id : null # its default subnet
   vpc_security_group_ids = [aws_security_group.this.id]
   key_name               = aws_key_pair.this.key_name
   user_data              = var.user_data == "" ? null : var.user_data

@@ -252,6 +252,17 @@ variable "allow_world_ssh" {
 
 # --- network -----------------------------------------------------------------------------
 
+variable "zone_id" {
+  description = "Availability zone to launch in (the default VPC's default subnet of that zone); null lets EC2 choose. Ignored when subnet_id is set (the subnet fixes the zone)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.zone_id == null || can(regex("^[a-z]{2}(-[a-z]+)+-[0-9][a-z]$", var.zone_id))
+    error_message = "zone_id must look like us-east-1a."
+  }
+}
+
 variable "subnet_id" {
   description = "Subnet to launch in; null means a default subnet of the default VPC."
   type        = string

@@ -290,3 +290,77 @@ def test_a_bad_plan_value_is_refused_before_the_emulator_sees_a_call(
     assert lines[0].startswith("orch: error: plan choice") and words in lines[0]
     assert json.loads(ok(aliyun_orch("list", "--json")).stdout) == []
     assert instances(ecs) == [] and leftovers(ecs) == {}
+
+
+# ------------------------------------------------------------------------ zones (issue 9)
+
+
+def test_box_lands_in_the_zone_with_stock(aliyun, aliyun_orch, ecs, tmp_path) -> None:
+    """Zone h is sold out: DescribeZones still lists the type there (data "alicloud_zones" would
+    pick h, the first), but orch asks DescribeAvailableResource and launches in zone i."""
+    aliyun.backend.set_stock(REGION, "ecs.gn6i-c4g1.xlarge", "WithoutStock", zone="cn-hangzhou-h")
+    plan = plan_file(
+        tmp_path, candidate("ecs.gn6i-c4g1.xlarge"), candidate("ecs.gn7i-c8g1.2xlarge")
+    )
+    args = ["up", "--plan", plan, "--name", "zs", "--ssh-cidr", CIDR, "--no-check", "--json"]
+    up = json.loads(ok(aliyun_orch(*args)).stdout)
+    assert up["instance_type"] == "ecs.gn6i-c4g1.xlarge"
+    assert up["attempts"] == []
+    [instance] = instances(ecs, "zs")
+    assert instance.zone_id == "cn-hangzhou-i"
+    # The key pair orch imported is one ImportKeyPair takes (RSA), and it is the box's key.
+    [pair] = aliyun.backend.key_pairs.values()
+    public = next(Path(up["box_dir"]).glob("*.pub")).read_text().strip()
+    assert pair.public_key.startswith("ssh-rsa ") and pair.public_key == public
+    ok(aliyun_orch("down", "zs"))
+    assert leftovers(ecs) == {}
+
+
+def test_no_stock_at_launch_tries_the_next_zone_before_the_next_type(
+    aliyun, aliyun_orch, ecs, tmp_path
+) -> None:
+    """The stock check says zone h has stock, RunInstances there says NoStock: orch destroys
+    the partial box and launches in zone i, without failing over to the second type."""
+    aliyun.backend.inject_fault("RunInstances", "OperationDenied.NoStock", zone="cn-hangzhou-h")
+    plan = plan_file(
+        tmp_path, candidate("ecs.gn6i-c4g1.xlarge"), candidate("ecs.gn7i-c8g1.2xlarge")
+    )
+    args = ["up", "--plan", plan, "--name", "zn", "--ssh-cidr", CIDR, "--no-check", "--json"]
+    up = json.loads(ok(aliyun_orch(*args)).stdout)
+    assert up["instance_type"] == "ecs.gn6i-c4g1.xlarge"
+    [attempt] = up["attempts"]
+    assert (attempt["zone"], attempt["error"]) == ("cn-hangzhou-h", "OperationDenied.NoStock")
+    [instance] = instances(ecs, "zn")
+    assert (instance.instance_type, instance.zone_id) == ("ecs.gn6i-c4g1.xlarge", "cn-hangzhou-i")
+    ok(aliyun_orch("down", "zn"))
+    assert leftovers(ecs) == {}
+
+
+def test_a_quota_error_moves_to_the_next_candidate_not_the_next_zone(
+    aliyun, aliyun_orch, ecs, tmp_path
+) -> None:
+    aliyun.backend.inject_fault("RunInstances", "QuotaExceed.ElasticQuota", zone="cn-hangzhou-h")
+    plan = plan_file(
+        tmp_path, candidate("ecs.gn6i-c4g1.xlarge"), candidate("ecs.gn7i-c8g1.2xlarge")
+    )
+    args = ["up", "--plan", plan, "--name", "zq", "--ssh-cidr", CIDR, "--no-check", "--json"]
+    up = json.loads(ok(aliyun_orch(*args)).stdout)
+    assert up["instance_type"] == "ecs.gn7i-c8g1.2xlarge"
+    assert [(a["instance_type"], a["error"]) for a in up["attempts"]] == [
+        ("ecs.gn6i-c4g1.xlarge", "QuotaExceed.ElasticQuota")
+    ]
+    ok(aliyun_orch("down", "zq"))
+    assert leftovers(ecs) == {}
+
+
+def test_max_price_that_rounds_to_zero_is_refused_before_any_call(
+    aliyun, aliyun_orch, tmp_path
+) -> None:
+    plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge", "spot"))
+    before = len(aliyun.backend.request_log)
+    args = ["up", "--plan", plan, "--name", "zp", "--ssh-cidr", CIDR, "--no-check"]
+    result = aliyun_orch(*args, "--spot-bid", "0.0004")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().startswith("orch: error: ") and "Traceback" not in result.stderr
+    assert len(aliyun.backend.request_log) == before
+    assert json.loads(ok(aliyun_orch("list", "--json")).stdout) == []

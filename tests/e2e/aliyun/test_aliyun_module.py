@@ -16,10 +16,11 @@ import pytest
 
 from orchestrator.provision.terraform import terraform_command
 from orchestrator.resources import resource_path
+from tests.support import ALIYUN_PUBLIC_KEY
 
 pytestmark = pytest.mark.e2e
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHj2d4Qe1xq7v0H8t8m5sYJ2m7G6mW1s3gk1qv0QH0aB t"
+KEY = ALIYUN_PUBLIC_KEY  # ImportKeyPair takes no ed25519 key
 ROOT = """
 terraform {
   required_providers {
@@ -46,6 +47,7 @@ module "box" {
   spot_price           = try(var.box.spot_price, null)
   root_volume_type     = try(var.box.root_volume_type, "cloud_essd")
   auto_release_time    = try(var.box.auto_release_time, null)
+  zone_id              = try(var.box.zone_id, null)
 }
 """
 
@@ -126,18 +128,27 @@ def test_a_valid_box_plans_ssh_only_and_a_hardened_instance(plan, workdir, aliyu
     ]
 
 
-def test_zone_choice_skips_sold_out_zones(aliyun, plan, workdir, aliyun_env):
+def test_zone_id_places_the_box_where_orch_found_stock(aliyun, plan, workdir, aliyun_env):
+    """data "alicloud_zones" lists the zones that offer the type, stock or not (issue 9): left
+    to itself the module picks sold-out zone h; orch passes zone_id from
+    DescribeAvailableResource, and the box goes there."""
     aliyun.backend.set_stock(
         "cn-hangzhou", "ecs.gn6i-c4g1.xlarge", "WithoutStock", zone="cn-hangzhou-h"
     )
     assert plan().returncode == 0
     instance = planned(workdir, aliyun_env)["module.box.alicloud_instance.this"]
-    assert instance["availability_zone"] == "cn-hangzhou-i"
+    assert instance["availability_zone"] == "cn-hangzhou-h"  # what the data source returns
+    assert plan(zone_id="cn-hangzhou-i").returncode == 0
+    planned_values = planned(workdir, aliyun_env)
+    assert planned_values["module.box.alicloud_instance.this"]["availability_zone"] == (
+        "cn-hangzhou-i"
+    )
+    assert planned_values["module.box.alicloud_vswitch.this[0]"]["zone_id"] == "cn-hangzhou-i"
 
 
-def test_no_zone_with_stock_fails_with_the_no_stock_code(aliyun, plan):
-    aliyun.backend.set_stock("cn-hangzhou", "ecs.gn6i-c4g1.xlarge", "WithoutStock", market="spot")
-    result = plan(create_spot_instance=True)
+def test_a_type_no_zone_offers_fails_with_the_no_stock_code(plan):
+    # No zone lists the type at all (here: a type the emulator does not sell).
+    result = plan(instance_type="ecs.gn9x-c4g1.xlarge", create_spot_instance=True)
     assert result.returncode == 1
     assert "OperationDenied.NoStock" in result.stderr
 

@@ -102,10 +102,34 @@ def parse_release_time(text: str) -> datetime:
     )
 
 
+# ImportKeyPair: "The imported key pair must support one of the following encryption methods:
+# rsa, dsa, ssh-rsa, ssh-dss, ecdsa" (and their OpenSSH certificates), so no ssh-ed25519 or
+# sk-* keys (https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-importkeypair).
+ACCEPTED_KEY_TYPES = frozenset(
+    {
+        "ssh-rsa",
+        "ssh-dss",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "ssh-rsa-cert-v00@openssh.com",
+        "ssh-dss-cert-v00@openssh.com",
+        "ssh-rsa-cert-v01@openssh.com",
+        "ssh-dss-cert-v01@openssh.com",
+        "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+        "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+        "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+    }
+)
+
+
 def key_fingerprint(public_key: str) -> str:
-    """MD5 of the decoded key blob, as hex: what ImportKeyPair reports as KeyPairFingerPrint."""
+    """MD5 of the decoded key blob, as hex: what ImportKeyPair reports as KeyPairFingerPrint.
+
+    A key of a type ImportKeyPair does not support is refused like a malformed one (HTTP 400,
+    InvalidPublicKeyBody.Malformed, the code of ImportKeyPair's error table)."""
     parts = public_key.split()
-    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-")):
+    if len(parts) < 2 or parts[0] not in ACCEPTED_KEY_TYPES:
         raise invalid("The specified PublicKeyBody is not valid.", "InvalidPublicKeyBody.Malformed")
     try:
         blob = base64.b64decode(parts[1], validate=True)
@@ -297,6 +321,40 @@ class MarketRequest:
         return self.spot_strategy != "NoSpot"
 
 
+# Errors tests can inject, with the HTTP status and message ECS answers them with: RunInstances'
+# error table (https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-runinstances:
+# 403 Zone.NotOnSale, 403 QuotaExceed.ElasticQuota, 403 OperationDenied.NoStock) and the common
+# errors of Alibaba Cloud's RPC APIs (Throttling 400 "Request was denied due to request
+# throttling.", ServiceUnavailable 503; the Tea SDK retries neither by default).
+FAULT_STATUS: dict[str, tuple[int, str]] = {
+    "Zone.NotOnSale": (403, "The specified zone is not available for purchase."),
+    "QuotaExceed.ElasticQuota": (
+        403,
+        "The number of vCPUs assigned to the ECS instances has exceeded the quota in the zone.",
+    ),
+    "OperationDenied.NoStock": (
+        403,
+        "Sales of this resource are temporarily suspended in the specified region; "
+        "please try again later.",
+    ),
+    "Throttling": (400, "Request was denied due to request throttling."),
+    "ServiceUnavailable": (
+        503,
+        "The request has failed due to a temporary failure of the server.",
+    ),
+}
+
+
+@dataclass
+class Fault:
+    action: str
+    code: str
+    status: int
+    message: str
+    zone: str  # "" for any
+    times: int
+
+
 # ------------------------------------------------------------------------------ backend
 
 
@@ -332,6 +390,9 @@ class AliyunBackend:
             # (region, zone or "*", instance type, "spot"|"on-demand"|"*") -> StatusCategory
             self.stock: dict[tuple[str, str, str, str], str] = {}
             self.prices: dict[tuple[str, str], tuple[float, float]] = {}
+            # (region, zone, instance type) -> spot price there (spot prices differ by zone)
+            self.zone_spot_prices: dict[tuple[str, str, str], float] = {}
+            self.faults: list[Fault] = []
             self.command_outputs: list[tuple[re.Pattern[str], str, int]] = []
             self.released: list[str] = []  # ids the cloud released by itself (auto-release)
             self.request_log: list[str] = []  # actions, in arrival order
@@ -444,14 +505,56 @@ class AliyunBackend:
             self.stock.pop(key, None)  # re-inserted last: rules apply in the order they were set
             self.stock[key] = status
 
-    def price(self, region: str, spec: InstanceTypeSpec, spot: bool) -> float:
+    def price(
+        self, region: str, spec: InstanceTypeSpec, spot: bool, zone: str | None = None
+    ) -> float:
+        """Pay-as-you-go price, or the spot price (of `zone` where one was set for it)."""
         on_demand, spot_price = self.prices.get((region, spec.name), (spec.on_demand, spec.spot))
+        if spot and zone:
+            spot_price = self.zone_spot_prices.get((region, zone, spec.name), spot_price)
         return spot_price if spot else on_demand
 
-    def set_price(self, region: str, instance_type: str, on_demand: float, spot: float) -> None:
+    def set_price(
+        self,
+        region: str,
+        instance_type: str,
+        on_demand: float,
+        spot: float,
+        zone: str | None = None,
+    ) -> None:
+        """Set a type's prices; with `zone`, the spot price of that zone only."""
         self.instance_type(instance_type)
         with self.lock:
-            self.prices[(region, instance_type)] = (on_demand, spot)
+            if zone:
+                self.check_zone(region, zone)
+                self.zone_spot_prices[(region, zone, instance_type)] = spot
+            else:
+                self.prices[(region, instance_type)] = (on_demand, spot)
+
+    # ------------------------------------------------------------------ injected faults
+
+    def inject_fault(
+        self, action: str, code: str, zone: str = "", times: int = 1, message: str = ""
+    ) -> None:
+        """Make the next `times` calls of `action` (in `zone`, for RunInstances) fail with
+        `code`, at the HTTP status the real API answers it with (FAULT_STATUS)."""
+        if code not in FAULT_STATUS:
+            raise invalid(f"cannot inject {code!r} (choose {', '.join(sorted(FAULT_STATUS))})")
+        if times < 1:
+            raise invalid("times must be at least 1")
+        status, default_message = FAULT_STATUS[code]
+        with self.lock:
+            self.faults.append(Fault(action, code, status, message or default_message, zone, times))
+
+    def raise_fault(self, action: str, zone: str = "") -> None:
+        """Raise the first injected fault that matches this call (and count it used)."""
+        with self.lock:
+            for fault in self.faults:
+                if fault.action == action and fault.zone in ("", zone):
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self.faults.remove(fault)
+                    raise SimError(fault.code, fault.message, fault.status)
 
     # ------------------------------------------------------------------ VPC
 
@@ -761,7 +864,7 @@ class AliyunBackend:
             groups = self._security_groups_for(region, security_group_ids, vswitch)
             self._check_key_pair(region, key_pair_name)
             disk_size = self._system_disk_size(system_disk, image)
-            self._check_spot_price(region, spec, market)
+            self._check_spot_price(region, spec, market, zone)
             now = self.now()
             release_at = (
                 None
@@ -775,6 +878,7 @@ class AliyunBackend:
                     400,
                 )
             self._check_stock(region, zone, spec, market)
+            self.raise_fault("RunInstances", zone)
             ids = []
             for _ in range(amount):
                 instance = self._launch(
@@ -866,9 +970,11 @@ class AliyunBackend:
             )
         return size
 
-    def _check_spot_price(self, region: str, spec: InstanceTypeSpec, market: MarketRequest) -> None:
+    def _check_spot_price(
+        self, region: str, spec: InstanceTypeSpec, market: MarketRequest, zone: str
+    ) -> None:
         if market.spot_strategy == "SpotWithPriceLimit" and market.spot_price_limit < self.price(
-            region, spec, True
+            region, spec, True, zone
         ):
             raise SimError(
                 "InvalidSpotPriceLimit.LowerThanPublicPrice",
@@ -917,9 +1023,13 @@ class AliyunBackend:
         return instance
 
     def check_release_window(self, moment: datetime, now: datetime) -> datetime:
-        """An auto-release time rounded to the minute (as ECS does), 30 minutes to 3 years on."""
-        if moment.second:  # ECS rounds to the minute
-            moment = moment.replace(second=0) + timedelta(minutes=1 if moment.second >= 30 else 0)
+        """An auto-release time cut to its minute (as ECS does), 30 minutes to 3 years on.
+
+        ECS drops the seconds: "if ss is not 00, only mm is used" / "如果秒不是 00,则自动取为
+        当前分钟开始时" (ModifyInstanceAutoReleaseTime, AutoReleaseTime:
+        https://www.alibabacloud.com/help/ja/ecs/api-modifyinstanceautoreleasetime,
+        https://developer.aliyun.com/ask/210107); RunInstances takes the same format."""
+        moment = moment.replace(second=0, microsecond=0)
         if moment < now + timedelta(minutes=30) or moment > now + timedelta(days=3 * 365):
             raise SimError(
                 "InvalidAutoReleaseTime.Malformed",

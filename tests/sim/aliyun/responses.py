@@ -860,15 +860,13 @@ def _spot(params: Params) -> bool:
 
 
 def describe_zones(backend: AliyunBackend, params: Params) -> dict[str, Any]:
+    # Like ECS: every type a zone offers, whatever its stock; stock shows only through
+    # DescribeAvailableResource (and RunInstances' NoStock). So data "alicloud_zones", which
+    # reads this list, may pick a zone that is sold out.
     region = backend.check_region(region_of(params))
-    spot = _spot(params)
     zones = []
     for zone in zones_of(region):
-        types = [
-            name
-            for name in INSTANCE_TYPES
-            if backend.stock_status(region, zone, name, spot) in ("WithStock", "ClosedWithStock")
-        ]
+        types = list(INSTANCE_TYPES)
         zones.append(
             {
                 "ZoneId": zone,
@@ -1002,7 +1000,11 @@ def describe_price(backend: AliyunBackend, params: Params) -> dict[str, Any]:
         )
     size = integer(params, "SystemDisk.Size", 40)
     factor = hours * period * amount
-    instance_price = round(backend.price(region, spec, _spot(params)) * factor, 4)
+    zone = params.get("ZoneId") or ""
+    if zone:
+        backend.check_zone(region, zone)
+    # Spot prices differ by zone; without ZoneId the region's figure.
+    instance_price = round(backend.price(region, spec, _spot(params), zone or None) * factor, 4)
     disk_price = round(DISK_PRICE_PER_GIB_HOUR[category] * size * factor, 4)
     total = round(instance_price + disk_price, 4)
 
@@ -1345,6 +1347,8 @@ def dispatch(backend: AliyunBackend, action: str, params: Params) -> dict[str, A
     with backend.lock:
         backend.request_log.append(action)
     try:
+        if action != "RunInstances":  # RunInstances checks its faults once its zone is known
+            backend.raise_fault(action)
         body = handler(backend, params)
     finally:
         backend.notify()  # wake tests waiting on the state (AliyunBackend.wait_for)

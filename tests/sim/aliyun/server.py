@@ -11,7 +11,8 @@ Admin API (JSON in, JSON out), for tests:
   POST /_sim/reset                      forget everything
   POST /_sim/settings {"launch_delay_s": 2, "command_delay_s": 0.1}
   POST /_sim/stock {"region", "instance_type", "status", "zone"?, "market"?: "spot"|"on-demand"}
-  POST /_sim/price {"region", "instance_type", "on_demand", "spot"}
+  POST /_sim/price {"region", "instance_type", "on_demand", "spot", "zone"?}  (zone: its spot)
+  POST /_sim/fault {"action", "code", "zone"?, "times"?}  (next calls fail with the real status)
   POST /_sim/clock {"advance_seconds": 3600}   (auto-release happens as time passes)
   POST /_sim/clock {"freeze": true}            (time stands still until advanced; false: runs)
   POST /_sim/command-output {"pattern", "output", "exit_code"?}
@@ -134,6 +135,14 @@ class _Handler(BaseHTTPRequestHandler):
                     args["instance_type"],
                     float(args["on_demand"]),
                     float(args["spot"]),
+                    zone=args.get("zone"),
+                )
+            elif command == "fault":
+                backend.inject_fault(
+                    args["action"],
+                    args["code"],
+                    zone=args.get("zone", ""),
+                    times=int(args.get("times", 1)),
                 )
             elif command == "clock":
                 if not set(args) <= {"advance_seconds", "freeze"} or not args:
