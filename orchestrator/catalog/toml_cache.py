@@ -41,7 +41,7 @@ def read_toml_cached(path: Path, cache_name: str) -> dict[str, Any]:
     with path.open("rb") as handle:
         parsed = tomllib.load(handle)
     payload = json.dumps(parsed, default=_iso, separators=(",", ":"))
-    _write_quietly(cached, payload.encode())
+    write_quietly(cached, payload.encode())
     return json.loads(payload)
 
 
@@ -52,13 +52,18 @@ def _iso(value: object) -> str:
     raise TypeError(f"cannot cache a {type(value).__name__} from TOML")
 
 
+def cache_dir() -> Path:
+    """$XDG_CACHE_HOME/orch/catalog/ (XDG_CACHE_HOME defaults to ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "orch" / "catalog"
+
+
 def cache_path(filename: str, mtime_ns: int, size: int) -> Path:
     """Where the parsed form of `filename` is kept: $XDG_CACHE_HOME/orch/catalog/."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "orch" / "catalog" / f"{filename}.{mtime_ns}.{size}{SUFFIX}"
+    return cache_dir() / f"{filename}.{mtime_ns}.{size}{SUFFIX}"
 
 
-def _write_quietly(target: Path, payload: bytes) -> None:
+def write_quietly(target: Path, payload: bytes) -> None:
     """Best effort: a read-only or missing cache directory just means parsing next time."""
     import tempfile  # pulls in shutil, random, bz2 and lzma: only when writing
 

@@ -411,7 +411,7 @@ def _activation(cfg: dict[str, Any], *keys: str, default: str) -> str:
 # ------------------------------------------------------------------------ BERT family
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)  # a builder's scratch value: no eq/repr/frozen (start-up)
 class FamilyKeys:
     """Which HF config keys hold a family's dimensions (the first key present wins), and the
     family's defaults where the config leaves a value out."""
@@ -433,7 +433,7 @@ class FamilyKeys:
     tied_default: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)  # a builder's scratch value: no eq/repr/frozen (start-up)
 class Dims:
     """A transformer's sizes as read from its config through its FamilyKeys."""
 
@@ -703,7 +703,7 @@ for _family in ("mistral", "qwen2"):
     DECODER_KEYS[_family] = DECODER_KEYS["llama"]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # start-up: no eq/repr to generate
 class DecoderParts:
     """What a decoder family builder returns: weights, the per-family Stack fields, the
     token embedding, and whether positions are learned absolute embeddings."""
@@ -789,7 +789,7 @@ def _neox_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
     return DecoderParts(weights, stack, Embedding(d.vocab, h))
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False, repr=False)  # a builder's scratch value: no eq/repr/frozen (start-up)
 class LlamaTraits:
     """How a LLaMA-style family departs from LLaMA (all read from the HF modeling code)."""
 

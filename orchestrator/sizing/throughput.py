@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from orchestrator.catalog import Gpu, ThroughputMeasurement, load_gpus, load_measurements
@@ -130,10 +131,38 @@ Calibration = dict[tuple[str, str, str], float]  # (gpu, peak key, workload) -> 
 
 @lru_cache(maxsize=1)
 def calibrated_efficiency() -> Calibration:
-    """The catalog's measurements (gpus.toml and llm_throughput.toml), calibrated once."""
-    from orchestrator.catalog.interconnect import load_llm_measurements
+    """The catalog's measurements (gpus.toml and llm_throughput.toml), calibrated once.
 
-    return calibrate(load_measurements(), load_llm_measurements())
+    Calibrating resolves every measured model's architecture and FLOPs (about a tenth of
+    `orch plan`'s start-up), so the table is kept in the parse cache, keyed by the data files
+    and the sizing code it was computed from: any change to either computes it anew.
+    """
+    import json
+
+    from orchestrator.catalog.interconnect import load_llm_measurements
+    from orchestrator.catalog.toml_cache import cache_dir, write_quietly
+
+    cached = cache_dir() / f"calibration.{_calibration_key()}.json"
+    try:
+        rows = json.loads(cached.read_bytes())
+        return {(gpu, key, workload): float(value) for gpu, key, workload, value in rows}
+    except (OSError, ValueError, TypeError):
+        pass  # missing or unreadable: calibrate
+    table = calibrate(load_measurements(), load_llm_measurements())
+    write_quietly(cached, json.dumps([[*k, v] for k, v in sorted(table.items())]).encode())
+    return table
+
+
+def _calibration_key() -> str:
+    """Size and mtime of every file the calibration depends on: the catalog's data files and
+    the sizing modules that turn a measurement into a utilisation."""
+    import zlib
+
+    package = Path(__file__).resolve().parents[1]
+    files = sorted((package / "catalog" / "data").glob("*.toml"))
+    files += sorted((package / "sizing").glob("*.py"))
+    stamp = ";".join(f"{f.name}:{f.stat().st_mtime_ns}:{f.stat().st_size}" for f in files)
+    return f"{zlib.crc32(stamp.encode()):08x}"
 
 
 def measured_utilisations(
