@@ -1468,6 +1468,31 @@ def _whisper(cfg: dict[str, Any], name: str) -> Architecture:
 # ----------------------------------------------------------------------------- ViT
 
 
+def _vision_encoder_stack(
+    cfg: dict[str, Any], layers: int, hidden: int, heads: int, inter: int, **extra: Any
+) -> Stack:
+    """A ViT-style encoder stack (ViT, and each Swin stage): pre-LN, GELU MLP, full heads,
+    LoRA on q and v; `extra` holds what differs (final norm, fp32 softmax, windows)."""
+    return Stack(
+        role="encoder",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate=inter,
+        activation=_activation(cfg, "hidden_act", default="gelu"),
+        gated=False,
+        norm="layernorm",
+        prenorm=True,
+        causal=False,
+        attn_dropout=_float(cfg, "attention_probs_dropout_prob"),
+        hidden_dropout=_float(cfg, "hidden_dropout_prob"),
+        lora_targets=((hidden, hidden), (hidden, hidden)),
+        **extra,
+    )
+
+
 def _vit(cfg: dict[str, Any], name: str) -> Architecture:
     kind, notes = head_kind(cfg, "vit")
     h = _positive("hidden_size", _int(cfg, "hidden_size"))
@@ -1498,24 +1523,7 @@ def _vit(cfg: dict[str, Any], name: str) -> Architecture:
     else:
         weights += linear("pooler", h, h)
         head = Head("none")
-    stack = Stack(
-        role="encoder",
-        layers=layers,
-        hidden=h,
-        heads=heads,
-        kv_heads=heads,
-        head_dim=h // heads,
-        intermediate=inter,
-        activation=_activation(cfg, "hidden_act", default="gelu"),
-        gated=False,
-        norm="layernorm",
-        prenorm=True,
-        causal=False,
-        attn_dropout=_float(cfg, "attention_probs_dropout_prob"),
-        hidden_dropout=_float(cfg, "hidden_dropout_prob"),
-        final_norm=True,
-        lora_targets=((h, h), (h, h)),
-    )
+    stack = _vision_encoder_stack(cfg, layers, h, heads, inter, final_norm=True)
     return Architecture(
         name=name,
         family="vit",
@@ -1685,24 +1693,8 @@ def _swin(cfg: dict[str, Any], name: str) -> Architecture:
             weights += norm(f"stage{i}.downsample.norm", 4 * c)
             weights += linear(f"stage{i}.downsample.reduction", 4 * c, 2 * c, bias=False)
         stacks.append(
-            Stack(
-                role="encoder",
-                layers=depth,
-                hidden=c,
-                heads=n,
-                kv_heads=n,
-                head_dim=c // n,
-                intermediate=inter,
-                activation=_activation(cfg, "hidden_act", default="gelu"),
-                gated=False,
-                norm="layernorm",
-                prenorm=True,
-                causal=False,
-                attn_dropout=_float(cfg, "attention_probs_dropout_prob"),
-                hidden_dropout=_float(cfg, "hidden_dropout_prob"),
-                softmax_fp32=True,
-                lora_targets=((c, c), (c, c)),
-                window=win * win,
+            _vision_encoder_stack(
+                cfg, depth, c, n, inter, softmax_fp32=True, window=win * win
             )
         )
         res = -(-res // 2)
