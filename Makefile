@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # System packages the tests need: a real OpenSSH server for `orch check`, shellcheck for the
 # driver script.
-APT_PACKAGES := openssh-server openssh-client shellcheck jq
+APT_PACKAGES := openssh-server openssh-client shellcheck jq rsync
 
 .PHONY: demo install test test-deps system-deps lint bench clean
 
