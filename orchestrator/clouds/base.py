@@ -120,6 +120,27 @@ class TaggedResource:
 
 
 @dataclass(frozen=True)
+class InstanceState:
+    """What the cloud says of a box's instance now (for `orch run`'s watch and recovery).
+
+    `state` is normalised across clouds: "pending", "running", "stopping", "stopped",
+    "terminated" (shutting down or gone for good) or "missing" (the cloud no longer lists it).
+    `reason` is the cloud's own code for the last change ("Server.SpotInstanceTermination" on
+    EC2, "Recycling" on ECS spot), or "".
+    """
+
+    state: str
+    reason: str = ""
+    spot_reclaimed: bool = False  # the cloud's spot service took it back
+
+    @property
+    def lost(self) -> bool:
+        """The instance will not run the job again (a stopped box counts: its disk may stay,
+        but a stopped spot box is not coming back by itself)."""
+        return self.state in ("stopping", "stopped", "terminated", "missing")
+
+
+@dataclass(frozen=True)
 class LocalSetup:
     """What this machine has configured for a cloud, read offline (environment and config
     files only: no SDK, no network), so `orch plan --cloud any` can rank what the user can
@@ -199,6 +220,8 @@ class Cloud(Protocol):
     agent_via: str | None
     # Optional (read with `ssh_key_type_of`): the SSH key type its key-pair API accepts,
     # "ed25519" (the default) or "rsa".
+    # Optional (read with `instance_state_of`): `instance_state(region, instance_id) ->
+    # InstanceState`, what the cloud says of an instance now; raises CloudError on API errors.
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -266,6 +289,13 @@ class Cloud(Protocol):
     def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
         """The transport for `orch check --via <agent_via>`."""
         ...
+
+
+def instance_state_of(cloud: Cloud, region: str, instance_id: str) -> InstanceState | None:
+    """The cloud's `instance_state(region, instance_id)` where it has one (optional: a cloud
+    without it is watched over SSH alone); None when it has none."""
+    method = getattr(cloud, "instance_state", None)
+    return method(region, instance_id) if method is not None else None
 
 
 def ssh_key_type_of(cloud: Cloud) -> str:
