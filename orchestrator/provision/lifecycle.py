@@ -205,6 +205,9 @@ class UpOptions:
     spot_max_price: float | None = None
     subnet_id: str | None = None
     owner: str | None = None
+    # Zones tried last (a spot box was just reclaimed there: `orch run`'s recovery tries the
+    # region's other zones first).
+    avoid_zones: tuple[str, ...] = ()
 
 
 def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) -> Box:
@@ -232,7 +235,7 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
             last_candidate = index == len(candidates) - 1
             cloud = clouds.get(candidate.cloud)
             try:
-                zones = _zones_to_try(cloud, candidate)
+                zones = _zones_to_try(cloud, candidate, options.avoid_zones)
             except clouds.CloudError as exc:  # the stock check: no zone can launch it now
                 attempt = _describe(candidate)
                 box.attempts.append({**_target(candidate), "error": exc.code or exc.message})
@@ -331,9 +334,12 @@ def _check_values(candidate: Candidate, options: UpOptions, expires_at: str | No
     )
 
 
-def _zones_to_try(cloud: clouds.Cloud, candidate: Candidate) -> list[str | None]:
-    """The zones to launch `candidate` in, best first: those the cloud says can launch it now;
-    [None] (the module picks) when it cannot tell. Raises CloudError when no zone has stock."""
+def _zones_to_try(
+    cloud: clouds.Cloud, candidate: Candidate, avoid: tuple[str, ...] = ()
+) -> list[str | None]:
+    """The zones to launch `candidate` in, best first: those the cloud says can launch it now,
+    `avoid` last; [None] (the module picks) when it cannot tell. Raises CloudError when no
+    zone has stock."""
     try:
         zones = cloud.zones_with_stock(
             candidate.region, candidate.instance_type, candidate.market == "spot"
@@ -342,7 +348,9 @@ def _zones_to_try(cloud: clouds.Cloud, candidate: Candidate) -> list[str | None]
         if exc.kind.fails_over:
             raise
         return [None]  # the stock check itself failed: the launch will tell
-    return list(zones) if zones else [None]
+    if not zones:
+        return [None]
+    return sorted(zones, key=lambda zone: zone in avoid)  # stable: the cloud's order otherwise
 
 
 def _attempt(

@@ -1,0 +1,279 @@
+"""The shell that `orch run` sends to a box: prepare, launch detached, follow, stop, status.
+
+On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
+
+    job.sh      the wrapper: runs setup, then the command, and writes `exit` last
+    setup.sh    --setup, as the user wrote it (absent without --setup)
+    cmd.sh      the command after `--`, each argument quoted
+    agent.py    the checkpoint agent (orchestrator/run/agent.py), with --store only
+    pid         the wrapper's pid (its process group in the setsid launch)
+    unit        the systemd unit name, in the systemd launch
+    output.log  setup's and the command's stdout and stderr, appended
+    exit        "STATUS STEP" once the wrapper is done (STEP: setup, cmd, restore, workdir)
+
+and the job works in ~/orch/work/NAME (what `orch run` synced).
+
+The job must outlive SSH: where systemd runs and sudo needs no password (cloud images), the
+wrapper is a transient unit (`systemd-run`), which logind cannot kill at logout even with
+KillUserProcesses=yes; elsewhere it is started with setsid + nohup in a session of its own.
+Environment values reach it in memory only: exported in the launching shell, handed to
+systemd-run by name (`--setenv NAME` takes the value from its environment, systemd-run(1)),
+through `sudo --preserve-env=NAMES` (sudoers(5): NOPASSWD: ALL implies SETENV), never
+written to a file.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from dataclasses import dataclass
+
+from orchestrator.run.spec import RunSpec, validate_run_id
+
+RUNS_DIR = ".orch/runs"  # under the login user's home
+WORK_DIR = "orch/work"
+STOP_GRACE_S = 30  # TERM, then KILL after this long (CI cancellations give ~10 s more)
+
+# The wrapper. `exit` is written atomically (rename) and last, so a reader that sees it sees
+# the final status; a TERM is passed to the running step, whose status is then kept.
+JOB_SH = r"""#!/bin/bash
+# orch run: the job's wrapper on the box (written by orchestrator/run/remote.py).
+set -u
+run_dir=$1
+if [ -n "${ORCH_PATH:-}" ]; then export PATH="$ORCH_PATH"; fi
+unset ORCH_PATH
+echo "$$" > "$run_dir/pid.tmp" && mv -f "$run_dir/pid.tmp" "$run_dir/pid"
+child=""
+agent=""
+finish() {
+  if [ -n "$agent" ]; then kill -TERM "$agent" 2>/dev/null; wait "$agent"; fi
+  printf '%s %s\n' "$1" "$2" > "$run_dir/exit.tmp" && mv -f "$run_dir/exit.tmp" "$run_dir/exit"
+  exit 0
+}
+forward() { if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi; }
+trap forward TERM INT HUP
+step() {
+  bash "$1" </dev/null &
+  child=$!
+  wait "$child"
+  rc=$?
+  # A trapped signal ends `wait` early (status > 128): wait again for the step's own status.
+  while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+  child=""
+  return "$rc"
+}
+cd "$ORCH_WORKDIR" || finish 126 workdir
+export ORCH_RESUMED=0
+if [ -n "${ORCH_STORE:-}" ]; then
+  mkdir -p "$ORCH_CHECKPOINT_DIR"
+  restored=$(python3 "$run_dir/agent.py" restore --dir "$ORCH_CHECKPOINT_DIR" \
+    --store "$ORCH_STORE") || finish 1 restore
+  echo "$restored"
+  case "$restored" in *"orch-agent: restored"*) ORCH_RESUMED=1 ;; esac
+  python3 "$run_dir/agent.py" watch --dir "$ORCH_CHECKPOINT_DIR" --store "$ORCH_STORE" \
+    --interval "$ORCH_CHECKPOINT_INTERVAL" --cloud "$ORCH_CLOUD_NAME" \
+    --state-dir "$run_dir" --pid "$$" &
+  agent=$!
+fi
+if [ -f "$run_dir/setup.sh" ]; then
+  step "$run_dir/setup.sh"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then finish "$rc" setup; fi
+fi
+step "$run_dir/cmd.sh"
+finish "$?" cmd
+"""
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _put(path: str, text: str, mode: str = "600") -> str:
+    # base64 keeps any byte of the user's text out of the shell's reach.
+    return f"printf '%s' '{_b64(text)}' | base64 -d > {path} && chmod {mode} {path}"
+
+
+def run_dir(run_id: str) -> str:
+    """The run's folder as shell text ($HOME-relative, quoted apart from $HOME)."""
+    return f'"$HOME/{RUNS_DIR}/{validate_run_id(run_id)}"'
+
+
+def work_dir(spec: RunSpec) -> str:
+    return f"{WORK_DIR}/{spec.remote_dir_name}"
+
+
+def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
+    """Create the run's folder, its scripts and the working directory; clear an old status."""
+    rd = run_dir(spec.run_id)
+    lines = [
+        "set -eu",
+        "umask 077",
+        f'mkdir -p "$HOME/{RUNS_DIR}" {rd} "$HOME/{work_dir(spec)}"',
+        f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
+        f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/interruption.json",
+        _put(f"{rd}/job.sh", JOB_SH, "700"),
+        _put(f"{rd}/cmd.sh", f"exec {spec.command_line}\n"),
+    ]
+    if spec.setup:
+        lines.append(_put(f"{rd}/setup.sh", spec.setup + "\n"))
+    else:
+        lines.append(f"rm -f {rd}/setup.sh")
+    if agent_source is not None:
+        lines.append(_put(f"{rd}/agent.py", agent_source))
+    lines.append("echo prepared")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class LaunchEnv:
+    """What the job sees besides the user's --env values."""
+
+    attempt: int
+    cloud: str
+    store_url: str | None = None
+    checkpoint_interval_s: float = 300.0
+
+
+def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
+    """Start job.sh detached; print `started PID MODE` once it runs."""
+    rd = run_dir(spec.run_id)
+    wd = f'"$HOME/{work_dir(spec)}"'
+    env: dict[str, str] = dict(spec.env)
+    env.update(ORCH_RUN_ID=spec.run_id, ORCH_ATTEMPT=str(launch.attempt))
+    exports = [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
+    exports.append(f"export ORCH_WORKDIR={wd}")
+    exports.append('export ORCH_PATH="$PATH"')
+    if launch.store_url and spec.checkpoint_dir:
+        exports += [
+            f"export ORCH_STORE={shlex.quote(launch.store_url)}",
+            f"export ORCH_CHECKPOINT_DIR={wd}/{shlex.quote(spec.checkpoint_dir)}",
+            f"export ORCH_CHECKPOINT_INTERVAL={launch.checkpoint_interval_s:g}",
+            f"export ORCH_CLOUD_NAME={shlex.quote(launch.cloud)}",
+        ]
+    names = [*env, "ORCH_WORKDIR", "ORCH_PATH"]
+    if launch.store_url and spec.checkpoint_dir:
+        names += ["ORCH_STORE", "ORCH_CHECKPOINT_DIR", "ORCH_CHECKPOINT_INTERVAL"]
+        names += ["ORCH_CLOUD_NAME"]
+    setenv = " ".join(f"--setenv={n}" for n in names)
+    preserve = ",".join(names)
+    unit = f"orch-{spec.run_id}"
+    return "\n".join(
+        [
+            "set -eu",
+            *exports,
+            f"cd {wd}",
+            'if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1 \\',
+            "   && sudo -n true 2>/dev/null; then",
+            f"  sudo -n --preserve-env={preserve} systemd-run --quiet --collect --unit={unit} \\",
+            '    --uid="$(id -u)" --gid="$(id -g)" --working-directory=' + wd + " \\",
+            f"    --property=StandardOutput=append:{rd}/output.log \\",
+            f"    --property=StandardError=append:{rd}/output.log \\",
+            f"    {setenv} /bin/bash {rd}/job.sh {rd}",
+            f"  echo {unit} > {rd}/unit",
+            "  mode=systemd",
+            "else",
+            f"  setsid nohup /bin/bash {rd}/job.sh {rd} >>{rd}/output.log 2>&1 </dev/null &",
+            "  mode=setsid",
+            "fi",
+            "i=0",
+            f'while [ ! -s {rd}/pid ] && [ "$i" -lt 200 ]; do sleep 0.05; i=$((i+1)); done',
+            f'[ -s {rd}/pid ] || {{ echo "the job did not start" >&2; exit 1; }}',
+            f'echo "started $(cat {rd}/pid) $mode"',
+        ]
+    )
+
+
+def follow_script(run_id: str, offset: int) -> str:
+    """Print output.log from byte `offset` on until the wrapper exits (tail --pid), then exit 0.
+
+    Exit 3: the run is not on this box (no pid file)."""
+    rd = run_dir(run_id)
+    return "\n".join(
+        [
+            f"[ -s {rd}/pid ] || exit 3",
+            f"touch {rd}/output.log",
+            f"exec tail -c +{int(offset) + 1} --pid=\"$(cat {rd}/pid)\" -f {rd}/output.log",
+        ]
+    )
+
+
+def status_script(run_id: str) -> str:
+    """One line: `pid=N alive=0|1 exit=STATUS STEP|- size=BYTES`."""
+    rd = run_dir(run_id)
+    return "\n".join(
+        [
+            f"[ -d {rd} ] || {{ echo 'missing'; exit 0; }}",
+            f'pid=$(cat {rd}/pid 2>/dev/null || echo 0); alive=0',
+            'if [ "$pid" -gt 0 ] && kill -0 "$pid" 2>/dev/null; then alive=1; fi',
+            f"exit_line=$(cat {rd}/exit 2>/dev/null || echo -)",
+            f"size=$(wc -c < {rd}/output.log 2>/dev/null || echo 0)",
+            'echo "pid=$pid alive=$alive exit=$exit_line size=$size"',
+        ]
+    )
+
+
+def stop_script(run_id: str, grace_s: int = STOP_GRACE_S) -> str:
+    """TERM the job (its unit or its process group), KILL what is left after `grace_s`."""
+    rd = run_dir(run_id)
+    return "\n".join(
+        [
+            f"[ -s {rd}/pid ] || exit 0",
+            f"pid=$(cat {rd}/pid)",
+            f"unit=$(cat {rd}/unit 2>/dev/null || true)",
+            'if [ -n "$unit" ]; then sudo -n systemctl kill --signal=TERM "$unit" 2>/dev/null;',
+            'else kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; fi',
+            "i=0",
+            f'while [ ! -s {rd}/exit ] && [ "$i" -lt {grace_s * 10} ]; do sleep 0.1; i=$((i+1)); done',
+            f"if [ ! -s {rd}/exit ]; then",
+            '  if [ -n "$unit" ]; then sudo -n systemctl kill --signal=KILL "$unit" 2>/dev/null;',
+            '  else kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi',
+            f"  echo '137 killed' > {rd}/exit",
+            "fi",
+            f"cat {rd}/exit",
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    found: bool
+    pid: int = 0
+    alive: bool = False
+    exit_code: int | None = None
+    step: str = ""
+    size: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.exit_code is not None
+
+
+_STATUS = re.compile(
+    r"pid=(?P<pid>\d+) alive=(?P<alive>[01]) exit=(?:-|(?P<code>\d{1,3}) (?P<step>[a-z]+))"
+    r" size=\s*(?P<size>\d+)"
+)
+
+
+def parse_status(text: str) -> JobStatus:
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    if line == "missing":
+        return JobStatus(found=False)
+    match = _STATUS.fullmatch(line)
+    if not match:
+        return JobStatus(found=False)
+    code = match.group("code")
+    return JobStatus(
+        found=True,
+        pid=int(match.group("pid")),
+        alive=match.group("alive") == "1",
+        exit_code=int(code) if code is not None else None,
+        step=match.group("step") or "",
+        size=int(match.group("size")),
+    )
+
+
+def parse_exit_line(text: str) -> tuple[int, str] | None:
+    match = re.search(r"(\d{1,3}) ([a-z]+)\s*$", text)
+    return (int(match.group(1)), match.group(2)) if match else None

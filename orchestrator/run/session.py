@@ -1,0 +1,506 @@
+"""`orch run`: from a working directory to a finished job, and nothing left running.
+
+    box (up from the plan, or an existing one) -> check -> prepare -> sync -> launch detached
+      -> stream output (reconnecting) while the cloud is watched -> status -> fetch -> down
+
+Every way out tears down: the command fails, setup fails, sync fails, orch is cancelled
+(SIGINT, SIGTERM, SIGHUP: the job is stopped and its outputs fetched first), SSH is lost for
+good. When the cloud takes the box back and --spot-recovery allows, the box is replaced (the
+region's other zones first, then the plan's alternatives; on-demand after N spot losses with
+--fallback-on-demand), the latest checkpoint is restored there and the command runs again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, BinaryIO
+
+from orchestrator import clouds
+from orchestrator.clouds.base import CloudError, InstanceState
+from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, UsageError
+from orchestrator.plan import Candidate, Plan
+from orchestrator.provision import lifecycle
+from orchestrator.provision.boxes import Box, load_box
+from orchestrator.provision.terraform import Interrupted
+from orchestrator.run import record as records
+from orchestrator.run import remote, shell, sync
+from orchestrator.run.signals import Cancelled, cancellable, deferred
+from orchestrator.run.spec import RunSpec
+from orchestrator.run.stream import LogFollower, SshLost, StreamStopped
+from orchestrator.run.watch import BoxWatch
+
+Say = Callable[[str], None]
+
+
+class BoxLost(OrchError):
+    """The cloud took the box back (or it stopped) while the job ran."""
+
+    def __init__(self, state: InstanceState):
+        why = state.reason or state.state
+        super().__init__(f"the box's instance is {state.state} ({why})")
+        self.state = state
+
+
+@dataclass
+class RunRequest:
+    spec: RunSpec
+    box_name: str
+    plan: Plan | None = None  # None: run on the existing box `box_name`
+    up_options: lifecycle.UpOptions | None = None
+    keep: bool = False  # keep a box this run created
+    detach: bool = False
+    check: bool = True
+    check_timeout: float = 900.0
+    ssh_config: str | None = None
+    spot_recovery: int = 0
+    fallback_on_demand: bool = False
+    watch_interval_s: float = 15.0
+    ssh_lost_after_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.plan is not None and self.up_options is None:
+            raise UsageError("a run that creates its box needs the box's options")
+        if self.spot_recovery < 0 or self.spot_recovery > 20:
+            raise UsageError("--spot-recovery takes 0 to 20 recoveries")
+        if self.spot_recovery and self.plan is None:
+            raise UsageError("--spot-recovery needs a plan (--plan or plan options), not --box")
+        if self.detach and self.spot_recovery:
+            raise UsageError("--detach cannot recover from spot losses: orch is not there")
+        if not 0.2 <= self.watch_interval_s <= 3600:
+            raise UsageError("--watch-interval must be between 0.2 s and 1 hour")
+
+
+@dataclass
+class Attempt:
+    number: int
+    cloud: str
+    region: str
+    instance_type: str
+    market: str
+    zone: str
+    price_per_hour: float | None
+    started: float  # time.time() when its box was asked for (or the run began, for --box)
+    job_started: float | None = None
+    ended: float | None = None
+    outcome: str = "running"  # completed | failed | reclaimed | lost | cancelled | detached
+    reason: str = ""
+    exit_code: int | None = None
+
+    def cost(self) -> float | None:
+        if self.price_per_hour is None or self.ended is None:
+            return None
+        return (self.ended - self.started) / 3600 * self.price_per_hour
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["cost_usd"] = _round(self.cost())
+        for key in ("started", "job_started", "ended"):
+            data[key] = _iso(data[key])
+        return data
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    box: str
+    exit_code: int
+    attempts: list[Attempt] = field(default_factory=list)
+    fetched: list[str] = field(default_factory=list)
+    destroyed: bool = False
+    error: str | None = None
+    on_demand_price_per_hour: float | None = None
+
+    @property
+    def recoveries(self) -> int:
+        return sum(1 for a in self.attempts if a.outcome in ("reclaimed", "lost"))
+
+    def time_lost_s(self) -> float:
+        """From each lost box's end to the command running again on the next one."""
+        lost = 0.0
+        for before, after in zip(self.attempts, self.attempts[1:], strict=False):
+            if before.ended is not None and after.job_started is not None:
+                lost += after.job_started - before.ended
+        return lost
+
+    def cost(self) -> float | None:
+        costs = [a.cost() for a in self.attempts]
+        return None if not costs or any(c is None for c in costs) else sum(costs)  # type: ignore[arg-type]
+
+    def on_demand_cost(self) -> float | None:
+        if self.on_demand_price_per_hour is None or not self.attempts:
+            return None
+        ends = [a.ended for a in self.attempts if a.ended is not None]
+        if not ends:
+            return None
+        # The job on one on-demand box: its working time, without the recoveries.
+        wall = max(ends) - self.attempts[0].started - self.time_lost_s()
+        return wall / 3600 * self.on_demand_price_per_hour
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "box": self.box,
+            "exit_code": self.exit_code,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "recoveries": self.recoveries,
+            "time_lost_s": round(self.time_lost_s(), 1),
+            "cost_usd": _round(self.cost()),
+            "on_demand_cost_usd": _round(self.on_demand_cost()),
+            "fetched": self.fetched,
+            "box_destroyed": self.destroyed,
+            "error": self.error,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _iso(moment: float | None) -> str | None:
+    if moment is None:
+        return None
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _agent_source() -> str:
+    from orchestrator.resources import resource_path
+
+    return resource_path("orchestrator/run/agent.py").read_text()
+
+
+class Run:
+    """One `orch run`; `execute()` returns its report (exit_code is the command's status)."""
+
+    def __init__(self, request: RunRequest, say: Say, progress: Say | None, sink: BinaryIO):
+        self.request = request
+        self.spec = request.spec
+        self.say = say
+        self.progress = progress
+        self.sink = sink
+        self.box: Box | None = None
+        self.created = request.plan is not None
+        self.report = RunReport(run_id=self.spec.run_id, box=request.box_name, exit_code=1)
+        self.job_started = False  # on the current box
+        self.detached = False
+
+    # ------------------------------------------------------------------------------ main
+
+    def execute(self) -> RunReport:
+        try:
+            with cancellable():
+                self._run()
+        except (Cancelled, Interrupted) as exc:
+            self.report.exit_code = EXIT_INTERRUPTED
+            self.report.error = exc.message
+            self._close_attempt("cancelled", exc.message)
+            self._teardown(stop_job=True)
+            return self.report
+        except OrchError as exc:
+            self.report.exit_code = exc.exit_code if exc.exit_code != 0 else EXIT_FAILURE
+            self.report.error = exc.one_line()
+            self._close_attempt("lost" if isinstance(exc, (BoxLost, SshLost)) else "failed",
+                                exc.message)
+            self._teardown(stop_job=not isinstance(exc, BoxLost))
+            return self.report
+        self._teardown(stop_job=False)
+        return self.report
+
+    def _run(self) -> None:
+        self.box = self._first_box()
+        recoveries = 0
+        while True:
+            try:
+                self._attempt()
+                return
+            except BoxLost as lost:
+                self._close_attempt("reclaimed" if lost.state.spot_reclaimed else "lost",
+                                    lost.message)
+                allowed = self.request.spot_recovery + (1 if self.request.fallback_on_demand else 0)
+                if recoveries >= allowed:
+                    raise
+                recoveries += 1
+                self.say(f"box {self.box.name} is gone ({lost.message}); recovery "
+                         f"{recoveries} of {allowed}")
+                self.box = self._replace_box(lost, on_demand=recoveries > self.request.spot_recovery)
+
+    # ------------------------------------------------------------------------- the box
+
+    def _first_box(self) -> Box:
+        request = self.request
+        if request.plan is None:
+            box = load_box(request.box_name)
+            if box.state != "up":
+                raise UsageError(f"box {box.name} is {box.state}, not up", hint="see `orch status`")
+            self._open_attempt(box.candidate, time.time(), box)
+            self._set_on_demand_price(box.candidate)
+            return box
+        assert request.up_options is not None
+        started = time.time()
+        self._open_attempt(request.plan.choice, started, None)
+        self._set_on_demand_price(request.plan.choice)
+        box = lifecycle.up(request.plan, request.up_options, self.say, self.progress)
+        self._update_attempt(box)
+        return box
+
+    def _replace_box(self, lost: BoxLost, *, on_demand: bool) -> Box:
+        request = self.request
+        assert request.plan is not None and request.up_options is not None and self.box
+        zone = str((self.box.outputs or {}).get("availability_zone") or "")
+        lifecycle.down(self.box.name, self.box.state_url, self.say, self.progress)
+        plan = _recovery_plan(request.plan, self.box.candidate, on_demand)
+        options = dataclasses.replace(request.up_options, avoid_zones=(zone,) if zone else ())
+        self._open_attempt(plan.choice, time.time(), None)
+        box = lifecycle.up(plan, options, self.say, self.progress)
+        self._update_attempt(box)
+        self.job_started = False
+        return box
+
+    def _set_on_demand_price(self, candidate: Candidate) -> None:
+        from orchestrator.catalog.loader import find_instance
+
+        try:
+            instance = find_instance(candidate.cloud, candidate.instance_type)
+            self.report.on_demand_price_per_hour = instance.price(candidate.region, spot=False)
+        except OrchError:
+            self.report.on_demand_price_per_hour = None
+
+    # ------------------------------------------------------------------------ attempts
+
+    def _open_attempt(self, candidate: Candidate, started: float, box: Box | None) -> None:
+        self.report.attempts.append(
+            Attempt(
+                number=len(self.report.attempts) + 1,
+                cloud=candidate.cloud,
+                region=candidate.region,
+                instance_type=candidate.instance_type,
+                market=candidate.market,
+                zone=str(((box.outputs if box else None) or {}).get("availability_zone") or ""),
+                price_per_hour=candidate.price_per_hour,
+                started=started,
+            )
+        )
+
+    def _update_attempt(self, box: Box) -> None:
+        """The box that came up may be a failover alternative: record what it really is."""
+        attempt = self.report.attempts[-1]
+        attempt.cloud, attempt.region = box.candidate.cloud, box.candidate.region
+        attempt.instance_type, attempt.market = box.candidate.instance_type, box.candidate.market
+        attempt.price_per_hour = box.candidate.price_per_hour
+        attempt.zone = str((box.outputs or {}).get("availability_zone") or "")
+
+    def _close_attempt(self, outcome: str, reason: str = "", exit_code: int | None = None) -> None:
+        if not self.report.attempts:
+            return
+        attempt = self.report.attempts[-1]
+        if attempt.ended is not None:
+            return
+        attempt.ended = time.time()
+        attempt.outcome, attempt.reason, attempt.exit_code = outcome, reason, exit_code
+
+    # --------------------------------------------------------------------- one attempt
+
+    def _attempt(self) -> None:
+        box = self.box
+        assert box is not None
+        attempt = self.report.attempts[-1]
+        try:
+            if self.request.check:
+                self._check(box)
+            transport = shell.ssh_transport(box, self.request.ssh_config)
+            agent = _agent_source() if self.spec.store else None
+            shell.call_ok(transport, remote.prepare_script(self.spec, agent),
+                          what="preparing the run")
+            self.say(f"syncing {self.spec.workdir} to box {box.name}")
+            sync.push(transport, self.spec.workdir, remote.work_dir(self.spec),
+                      self.spec.excludes)
+            launch = remote.LaunchEnv(
+                attempt=attempt.number,
+                cloud=box.cloud,
+                store_url=self.spec.store.for_run(self.spec.run_id) if self.spec.store else None,
+                checkpoint_interval_s=self.spec.checkpoint_interval_s,
+            )
+            started = shell.call_ok(transport, remote.launch_script(self.spec, launch),
+                                    what="starting the job", retry_s=30)
+        except OrchError as exc:
+            self._raise_if_lost(box, exc)
+            raise
+        self.job_started = True
+        attempt.job_started = time.time()
+        mode = started.split()[-1] if started.split() else "?"
+        self._save_record("running")
+        self.say(f"run {self.spec.run_id} started on box {box.name} ({mode}); "
+                 f"attempt {attempt.number}")
+        if self.request.detach:
+            self.detached = True
+            self._close_attempt("detached")
+            self.report.exit_code = 0
+            return
+        self._follow(box, transport)
+        status = self._final_status(transport)
+        code = status.exit_code if status.exit_code is not None else EXIT_FAILURE
+        self.report.exit_code = code
+        step = status.step
+        outcome = "completed" if code == 0 else "failed"
+        self._close_attempt(outcome, "" if code == 0 else f"{step} exited {code}", code)
+        if code != 0:
+            self.say(f"{'setup' if step == 'setup' else 'the command'} exited {code}"
+                     + (f" ({step})" if step not in ("cmd", "setup") else ""))
+        self._fetch(transport)
+        self._save_record("done", exit_code=code)
+
+    def _check(self, box: Box) -> None:
+        from orchestrator.check.untrusted import printable
+        from orchestrator.check.verify import check_box
+
+        self.say(f"checking the GPUs of box {box.name}")
+        report = check_box(box, ssh_config=self.request.ssh_config,
+                           timeout=self.request.check_timeout)
+        if not report.ok:
+            problems = "; ".join(printable(c.message) for c in report.failures())
+            raise OrchError(f"box {box.name} does not match its plan: {problems}")
+
+    def _follow(self, box: Box, transport: Any) -> None:
+        follower = LogFollower(transport, self.spec.run_id, self.sink, self.say,
+                               lost_after_s=self.request.ssh_lost_after_s)
+
+        def on_lost(state: InstanceState) -> None:
+            follower.stop()
+
+        with BoxWatch(box, self.request.watch_interval_s, on_lost, self.say) as watch:
+            try:
+                follower.follow()
+            except StreamStopped:
+                if watch.lost is not None:
+                    raise BoxLost(watch.lost) from None
+                raise
+            except SshLost as exc:
+                self._raise_if_lost(box, exc)
+                raise
+            finally:
+                self.follower = follower
+
+    def _final_status(self, transport: Any) -> remote.JobStatus:
+        for _ in range(50):
+            text = shell.call_ok(transport, remote.status_script(self.spec.run_id),
+                                 what="reading the job's status")
+            status = remote.parse_status(text)
+            if status.done:
+                return status
+            if not status.found or not status.alive:
+                raise OrchError("the job ended without an exit status (was the box rebooted?)")
+            time.sleep(0.2)  # tail saw the wrapper go; its last rename is a moment away
+        raise OrchError("the job's wrapper is still running after its output ended")
+
+    def _raise_if_lost(self, box: Box, exc: OrchError) -> None:
+        """After a failure talking to the box: if the cloud says it is gone, that is why."""
+        instance_id = (box.outputs or {}).get("instance_id")
+        if not instance_id:
+            return
+        try:
+            state = clouds.instance_state_of(clouds.get(box.cloud), box.region, str(instance_id))
+        except CloudError:
+            return
+        if state is not None and state.lost:
+            raise BoxLost(state) from exc
+
+    # ------------------------------------------------------------------------ the end
+
+    def _fetch(self, transport: Any) -> None:
+        if not self.spec.fetch:
+            return
+        self.say(f"fetching {', '.join(self.spec.fetch)}")
+        self.report.fetched = sync.pull(
+            transport, remote.work_dir(self.spec), self.spec.fetch, self.spec.workdir, self.say
+        )
+
+    def _teardown(self, *, stop_job: bool) -> None:
+        with deferred(self.say):
+            box = self.box
+            if box is not None and stop_job and self.job_started and not self.detached:
+                self._stop_and_fetch(box)
+            if box is None or not self.created:
+                return
+            if self.request.keep or self.detached:
+                self.say(f"box {box.name} is kept: `orch down {box.name}` destroys it"
+                         + ("" if box.expires_at is None else f" (it expires {box.expires_at})"))
+                return
+            try:
+                lifecycle.down(box.name, box.state_url, self.say, self.progress)
+                self.report.destroyed = True
+            except OrchError as exc:
+                self.say(f"destroying box {box.name} failed: {exc.one_line()}")
+                if self.report.exit_code == 0:
+                    self.report.exit_code = exc.exit_code or EXIT_FAILURE
+                self.report.error = self.report.error or exc.one_line()
+
+    def _stop_and_fetch(self, box: Box) -> None:
+        """Stop the job on the box (TERM, then KILL), then fetch what it wrote; best effort."""
+        try:
+            transport = shell.ssh_transport(box, self.request.ssh_config)
+            self.say(f"stopping run {self.spec.run_id} on box {box.name}")
+            out = shell.call_ok(transport, remote.stop_script(self.spec.run_id),
+                                what="stopping the job", timeout=remote.STOP_GRACE_S + 15,
+                                retry_s=20)
+            parsed = remote.parse_exit_line(out)
+            if parsed and self.report.attempts:
+                self.report.attempts[-1].exit_code = parsed[0]
+            self._fetch(transport)
+            self._save_record("stopped")
+        except OrchError as exc:
+            self.say(f"could not stop or fetch from box {box.name}: {exc.one_line()}")
+
+    def _save_record(self, state: str, exit_code: int | None = None) -> None:
+        if self.box is None:
+            return
+        records.save_run(
+            self.box,
+            {
+                **self.spec.to_record(),
+                "box": self.box.name,
+                "created_box": self.created,
+                "keep": self.request.keep,
+                "state": state,
+                "exit_code": exit_code,
+                "attempt": len(self.report.attempts),
+                "remote_dir": remote.work_dir(self.spec),
+                "saved_at": _iso(time.time()),
+            },
+        )
+
+
+def _recovery_plan(plan: Plan, lost: Candidate, on_demand: bool) -> Plan:
+    """The lost box's candidate first (its other zones are tried first: avoid_zones), then the
+    plan's other candidates; all on-demand once spot recoveries are used up."""
+    rest = [c for c in plan.candidates() if c != lost]
+    order = [lost, *rest]
+    if on_demand:
+        order = _on_demand(order)
+    return dataclasses.replace(plan, choice=order[0], alternatives=order[1:])
+
+
+def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
+    from orchestrator.catalog.loader import find_instance
+
+    result: list[Candidate] = []
+    for candidate in candidates:
+        if candidate.market == "on-demand":
+            result.append(candidate)
+            continue
+        try:
+            price = find_instance(candidate.cloud, candidate.instance_type).price(
+                candidate.region, spot=False
+            )
+        except OrchError:
+            continue
+        if price is None:
+            continue
+        changed = dataclasses.replace(candidate, market="on-demand", price_per_hour=price)
+        if changed not in result:
+            result.append(changed)
+    if not result:
+        raise OrchError("no on-demand price for any plan candidate: cannot fall back")
+    return result

@@ -1,0 +1,72 @@
+"""Reach a box for a run: short scripts with retries, long-lived ssh processes, rsync's -e.
+
+All of it goes through the box's `SshTransport` (orchestrator/check/transport.py), so a run
+uses the same key, pinned known_hosts and ssh_config (ORCH_SSH_CONFIG, --ssh-config) as
+`orch check`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from orchestrator.check.transport import (
+    SshTransport,
+    Unreachable,
+    backoff_delays,
+    sleep_until,
+    transport_for_box,
+)
+from orchestrator.clouds.base import CommandResult
+from orchestrator.errors import OrchError
+from orchestrator.provision.boxes import Box
+
+
+def ssh_transport(box: Box, ssh_config: str | None) -> SshTransport:
+    transport = transport_for_box(box, via="ssh", ssh_config=ssh_config)
+    assert isinstance(transport, SshTransport)
+    return transport
+
+
+def call(
+    transport: SshTransport, script: str, *, what: str, timeout: float = 60, retry_s: float = 120
+) -> CommandResult:
+    """Run `script`; while the box does not answer, retry with back-off for up to `retry_s`."""
+    deadline = time.monotonic() + retry_s
+    delays = backoff_delays(1.0, 10.0)
+    while True:
+        try:
+            return transport.run(script, timeout)
+        except Unreachable as exc:
+            if not sleep_until(deadline, next(delays)):
+                raise OrchError(f"{what}: {exc.message}") from None
+
+
+def call_ok(
+    transport: SshTransport, script: str, *, what: str, timeout: float = 60, retry_s: float = 120
+) -> str:
+    """`call`, and a non-zero exit is an OrchError naming `what` and the box's last line."""
+    result = call(transport, script, what=what, timeout=timeout, retry_s=retry_s)
+    if result.exit_code != 0:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1][:300]
+        raise OrchError(f"{what} failed on the box (exit {result.exit_code}): {last}")
+    return result.stdout
+
+
+def stream_argv(transport: SshTransport, script: str) -> list[str]:
+    """ssh argv that runs `script` with its stdout streamed back (no marker, no bound)."""
+    return transport.argv(script)
+
+
+def rsync_shell(transport: SshTransport) -> str:
+    """The `rsync -e` command: ssh with the box's options and login user, no host.
+
+    rsync splits -e on spaces and honours single quotes (rsync(1), --rsh), so each argument is
+    quoted the POSIX way; a path with a single quote in it cannot be expressed and is refused.
+    """
+    argv = transport.argv("true")
+    cut = argv.index("--")
+    options = argv[:cut]  # ssh, -F, -p, -o ..., -l USER
+    if any("'" in arg for arg in options):
+        raise OrchError("a path in the box's ssh options holds a single quote; rsync cannot use it")
+    return shlex.join(options)
