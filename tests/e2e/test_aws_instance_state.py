@@ -45,10 +45,10 @@ def test_a_spot_instance_seen_running_then_terminated_then_unknown(moto_env):
     assert instance_state_of(aws, REGION, instance_id) == InstanceState("running")
 
     ec2.terminate_instances(InstanceIds=[instance_id])
-    gone = aws.instance_state(REGION, instance_id)  # type: ignore[attr-defined]
+    gone = instance_state_of(aws, REGION, instance_id)
     # moto records a user-initiated shutdown; the spot service played no part.
     assert gone == InstanceState("terminated", "Client.UserInitiatedShutdown", False)
     assert gone.lost
 
-    unknown = aws.instance_state(REGION, "i-0123456789abcdef0")  # type: ignore[attr-defined]
+    unknown = instance_state_of(aws, REGION, "i-0123456789abcdef0")
     assert unknown == InstanceState("missing")
