@@ -491,6 +491,97 @@ def test_wait_for_wakes_up_on_the_api_call_that_makes_it_true(ecs, sim):
     assert seen == [True]
 
 
+# ---------------------------------------------------------------------------- spot reclaim
+
+
+def locks_of(item: Any) -> list[str]:
+    return [lock.lock_reason for lock in item.operation_locks.lock_reason]
+
+
+def test_a_reclaimed_spot_instance_is_locked_stopped_then_released(ecs, sim):
+    sim.backend.freeze_clock()
+    _, vswitch, group = network(ecs)
+    [instance_id] = run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")
+    [neighbour] = run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")
+    item = describe(ecs, instance_ids=json.dumps([instance_id])).instances.instance[0]
+    assert (item.status, locks_of(item)) == ("Running", [])
+
+    termination = sim.backend.reclaim_spot(instance_id)
+    assert termination == sim.backend.now() + timedelta(seconds=300)  # the 5-minute notice
+    item = describe(ecs, instance_ids=json.dumps([instance_id])).instances.instance[0]
+    assert (item.status, locks_of(item)) == ("Stopped", ["Recycling"])
+    assert [i.instance_id for i in describe(ecs, status="Stopped").instances.instance] == [
+        instance_id
+    ]
+    [seen] = [i for i in sim.backend.summary()["instances"] if i["id"] == instance_id]
+    assert seen["lock_reasons"] == ["Recycling"]
+    assert seen["spot_termination_time"] == termination.strftime("%Y-%m-%dT%H:%M:%SZ")
+    error = error_of(  # a stopped instance runs no command
+        lambda: ecs.run_command(
+            models.RunCommandRequest(
+                region_id=REGION,
+                type="RunShellScript",
+                command_content="true",
+                instance_id=[instance_id],
+            )
+        )
+    )
+    assert (error.code, error.status_code) == ("IncorrectInstanceStatus", 403)
+
+    sim.backend.advance_clock(299)
+    assert describe(ecs, instance_ids=json.dumps([instance_id])).total_count == 1
+    sim.backend.advance_clock(1)
+    assert describe(ecs, instance_ids=json.dumps([instance_id])).total_count == 0
+    assert sim.backend.released == [instance_id]
+    assert not any(d.instance_id == instance_id for d in sim.backend.disks.values())
+    item = describe(ecs, instance_ids=json.dumps([neighbour])).instances.instance[0]
+    assert (item.status, locks_of(item)) == ("Running", [])  # only the one reclaimed
+
+
+def test_reclaim_spot_refuses_what_ecs_would_not_reclaim(ecs, sim):
+    sim.backend.settings.launch_delay_s = 30.0
+    sim.backend.freeze_clock()
+    _, vswitch, group = network(ecs)
+    [on_demand] = run(ecs, vswitch, group)
+    [spot] = run(ecs, vswitch, group, spot_strategy="SpotWithPriceLimit", spot_price_limit=9.0)
+    with pytest.raises(ValueError, match="not a spot instance"):
+        sim.backend.reclaim_spot(on_demand)
+    with pytest.raises(ValueError, match="no instance 'i-nothere'"):
+        sim.backend.reclaim_spot("i-nothere")
+    with pytest.raises(ValueError, match="is Pending"):
+        sim.backend.reclaim_spot(spot)
+    sim.backend.advance_clock(30)
+    sim.backend.reclaim_spot(spot)
+    with pytest.raises(ValueError, match="already being reclaimed"):
+        sim.backend.reclaim_spot(spot)
+    item = describe(ecs, instance_ids=json.dumps([on_demand])).instances.instance[0]
+    assert (item.status, locks_of(item)) == ("Running", [])
+
+
+def test_a_stopped_instance_is_released_without_force(ecs, sim):
+    _, vswitch, group = network(ecs)
+    [instance_id] = run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")
+    sim.backend.reclaim_spot(instance_id)
+    ecs.delete_instance(models.DeleteInstanceRequest(instance_id=instance_id))
+    assert not sim.backend.instances
+
+
+def test_reclaim_spot_over_the_admin_api(ecs, sim):
+    _, vswitch, group = network(ecs)
+    [spot] = run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")
+    [on_demand] = run(ecs, vswitch, group)
+    url = f"{sim.endpoint}/_sim/reclaim-spot"
+    status, body = raw(url, data=json.dumps({"instance_id": spot}).encode())
+    assert status == 200 and body["termination_time"]
+    item = describe(ecs, instance_ids=json.dumps([spot])).instances.instance[0]
+    assert (item.status, locks_of(item)) == ("Stopped", ["Recycling"])
+    status, body = raw(url, data=json.dumps({"instance_id": on_demand}).encode())
+    assert (status, body["Code"]) == (400, "InvalidParameter")
+    assert "not a spot instance" in body["Message"]
+    status, body = raw(url, data=b"{}")
+    assert (status, body["Code"]) == (400, "InvalidParameter")
+
+
 # ---------------------------------------------------------------------------- protocol
 
 

@@ -9,6 +9,7 @@
     prices.py     DescribePrice (`orch catalog refresh --cloud aliyun`)
     tags.py       resources by orch tag;  cleanup.py  deleting them in dependency order
     agent.py      Cloud Assistant (`orch check --via cloud-assistant`)
+    state.py      DescribeInstances: an instance's state now, spot reclaims (`orch run`)
 
 Nothing here imports the SDK at module level: `orch plan` loads cloud.py without it.
 """
@@ -51,6 +52,7 @@ _EXPORTS = {
         "delete_tagged",
     ),
     "agent": ("run_command", "CloudAssistantTransport"),
+    "state": ("instance_state",),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

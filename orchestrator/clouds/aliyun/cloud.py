@@ -15,6 +15,7 @@ from orchestrator.clouds.base import (
     BoxRequest,
     ErrorKind,
     ImageChoice,
+    InstanceState,
     LocalSetup,
     PriceApi,
     TaggedResource,
@@ -102,6 +103,11 @@ class AliyunCloud:
         from orchestrator.clouds.aliyun.cleanup import delete_tagged
 
         delete_tagged(region, resources)
+
+    def instance_state(self, region: str, instance_id: str) -> InstanceState:
+        from orchestrator.clouds.aliyun.state import instance_state
+
+        return instance_state(region, instance_id)
 
     def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
         from orchestrator.clouds.aliyun.agent import CloudAssistantTransport

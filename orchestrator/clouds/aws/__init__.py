@@ -6,6 +6,7 @@
     images.py     the DLAMI (or Ubuntu) SSM parameter a catalog instance boots
     terraform.py  box request -> terraform/modules/aws_gpu variables, runtime env
     tags.py       resources by orch:box tag;  cleanup.py  deleting them in order
+    state.py      DescribeInstances: an instance's state now, spot reclaims (`orch run`)
     agent.py      SSM Run Command (`orch check --via ssm`)
 
 Prices are the shipped snapshot (catalog/data/aws.toml); zones with stock: EC2 has no stock
@@ -33,6 +34,7 @@ _EXPORTS = {
     ),
     "cleanup": ("terminate_instances", "delete_security_group", "delete_key_pair", "delete_tagged"),
     "agent": ("run_ssm_command", "SsmTransport"),
+    "state": ("instance_state", "SPOT_RECLAIM_CODES"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -14,6 +14,7 @@ from orchestrator.clouds.base import (
     BoxRequest,
     ErrorKind,
     ImageChoice,
+    InstanceState,
     LocalSetup,
     PriceApi,
     TaggedResource,
@@ -100,6 +101,11 @@ class AwsCloud:
         from orchestrator.clouds.aws.cleanup import delete_tagged
 
         delete_tagged(region, resources)
+
+    def instance_state(self, region: str, instance_id: str) -> InstanceState:
+        from orchestrator.clouds.aws.state import instance_state
+
+        return instance_state(region, instance_id)
 
     def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
         from orchestrator.clouds.aws.agent import SsmTransport

@@ -276,8 +276,15 @@ class Instance:
     system_disk_id: str
     resource_group_id: str
     spot_interruption_behavior: str = "Terminate"
+    stopped: bool = False
+    # OperationLocks.LockReason values ("Recycling": a spot instance pending release).
+    lock_reasons: list[str] = field(default_factory=list)
+    # A reclaimed spot instance: when ECS releases it (metadata instance/spot/termination-time).
+    spot_termination_at: datetime | None = None
 
     def status(self, now: datetime) -> str:
+        if self.stopped:
+            return "Stopped"
         return "Running" if now >= self.running_at else "Pending"
 
 
@@ -362,6 +369,8 @@ class Fault:
 class Settings:
     launch_delay_s: float = 0.5  # Pending -> Running
     command_delay_s: float = 0.3  # RunCommand: Running -> Finished
+    # A reclaimed spot instance is released this long after the notice (ECS: 5 minutes).
+    spot_release_delay_s: float = 300.0
 
 
 class AliyunBackend:
@@ -394,7 +403,8 @@ class AliyunBackend:
             self.zone_spot_prices: dict[tuple[str, str, str], float] = {}
             self.faults: list[Fault] = []
             self.command_outputs: list[tuple[re.Pattern[str], str, int]] = []
-            self.released: list[str] = []  # ids the cloud released by itself (auto-release)
+            # Ids the cloud released by itself (auto-release, spot reclaim), in that order.
+            self.released: list[str] = []
             self.request_log: list[str] = []  # actions, in arrival order
 
     # ------------------------------------------------------------------ clock and reaping
@@ -439,12 +449,54 @@ class AliyunBackend:
             self.changed.notify_all()
 
     def reap(self) -> None:
-        """Release pay-as-you-go instances whose auto-release time has passed."""
+        """Release instances whose auto-release time, or spot termination time, has passed."""
         now = self.now()
         for instance in list(self.instances.values()):
-            if instance.auto_release_time is not None and instance.auto_release_time <= now:
+            due = [instance.auto_release_time, instance.spot_termination_at]
+            if any(moment is not None and moment <= now for moment in due):
                 self._release(instance)
                 self.released.append(instance.id)
+
+    # ------------------------------------------------------------------ spot reclaim
+
+    def reclaim_spot(self, instance_id: str) -> datetime:
+        """Take a Running spot instance back the way ECS does; returns its termination time.
+
+        ECS locks a spot instance it reclaims with OperationLocks.LockReason "Recycling"
+        (DescribeInstances shows it; the instance's metadata item instance/spot/termination-time
+        gives the moment), then stops and releases it about 5 minutes later:
+        https://www.alibabacloud.com/help/en/ecs/user-guide/query-the-interruption-events-of-preemptible-instances
+        https://www.alibabacloud.com/help/en/ecs/user-guide/what-is-a-spot-instance ("released
+        5 minutes later"). The emulator stops the instance at the notice already, so that a
+        watcher sees it lost at once; `settings.spot_release_delay_s` (300 s) later, on the
+        emulator's clock, it is released: gone from DescribeInstances, listed in `released`.
+        Test-only control (no ECS action does this): a ValueError for anything ECS would
+        not reclaim.
+        """
+        with self.lock:
+            self.reap()
+            instance = self.instances.get(instance_id)
+            if instance is None:
+                raise ValueError(f"reclaim_spot: no instance {instance_id!r}")
+            if instance.spot_strategy == "NoSpot":
+                raise ValueError(
+                    f"reclaim_spot: {instance_id} is not a spot instance (SpotStrategy NoSpot); "
+                    "ECS reclaims spot instances only"
+                )
+            now = self.now()
+            if instance.status(now) != "Running" or "Recycling" in instance.lock_reasons:
+                raise ValueError(
+                    f"reclaim_spot: {instance_id} is {instance.status(now)}"
+                    + (", already being reclaimed" if instance.lock_reasons else "")
+                    + "; only a Running spot instance can be reclaimed"
+                )
+            instance.lock_reasons.append("Recycling")
+            instance.stopped = True
+            instance.spot_termination_at = now + timedelta(
+                seconds=self.settings.spot_release_delay_s
+            )
+            self.changed.notify_all()
+            return instance.spot_termination_at
 
     # ------------------------------------------------------------------ common checks
 
@@ -1082,7 +1134,8 @@ class AliyunBackend:
                     "The instance is still being created; try again later.",
                     403,
                 )
-            if not force:  # only Stopped instances may be released without Force
+            if not force and instance.status(self.now()) != "Stopped":
+                # Only Stopped instances may be released without Force.
                 raise SimError(
                     "IncorrectInstanceStatus",
                     "The current status of the resource does not support this operation.",
@@ -1204,6 +1257,10 @@ class AliyunBackend:
                         "type": i.spec.name,
                         "status": i.status(now),
                         "spot_strategy": i.spot_strategy,
+                        "lock_reasons": list(i.lock_reasons),
+                        "spot_termination_time": fmt_time(i.spot_termination_at)
+                        if i.spot_termination_at
+                        else "",
                         "tags": i.tags,
                         "auto_release_time": fmt_time(i.auto_release_time)
                         if i.auto_release_time

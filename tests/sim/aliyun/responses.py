@@ -249,7 +249,9 @@ def instance_shape(backend: AliyunBackend, instance: Instance) -> dict[str, Any]
                 }
             ]
         },
-        "OperationLocks": {"LockReason": []},
+        # The SDK model: OperationLocks.LockReason[] of {LockReason, LockMsg}
+        # (DescribeInstancesResponseBodyInstancesInstanceOperationLocks[LockReason]).
+        "OperationLocks": {"LockReason": [{"LockReason": r} for r in instance.lock_reasons]},
         "ImageOptions": {"LoginAsNonRoot": False},
     }
 

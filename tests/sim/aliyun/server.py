@@ -16,6 +16,8 @@ Admin API (JSON in, JSON out), for tests:
   POST /_sim/clock {"advance_seconds": 3600}   (auto-release happens as time passes)
   POST /_sim/clock {"freeze": true}            (time stands still until advanced; false: runs)
   POST /_sim/command-output {"pattern", "output", "exit_code"?}
+  POST /_sim/reclaim-spot {"instance_id"}   (ECS takes a spot instance back: Recycling lock,
+                                             Stopped, released after spot_release_delay_s)
 """
 
 from __future__ import annotations
@@ -156,6 +158,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if "advance_seconds" in args:
                     backend.advance_clock(float(args["advance_seconds"]))
                 self._send(200, {"ok": True, "now": fmt_time(backend.now())})
+                return
+            elif command == "reclaim-spot":
+                at = backend.reclaim_spot(args["instance_id"])
+                self._send(200, {"ok": True, "termination_time": fmt_time(at)})
                 return
             elif command == "command-output":
                 backend.add_command_output(
