@@ -30,6 +30,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "check": ("orchestrator.commands.check", "check", "Verify a box's GPUs match its plan."),
     "watch": ("orchestrator.commands.check", "watch", "Show GPU utilisation on a box."),
     "sweep": ("orchestrator.commands.sweep", "sweep", "Destroy expired or leaked boxes."),
+    "run": ("orchestrator.commands.run", "run", "Run a job on a box: sync, run, stream, fetch."),
+    "logs": ("orchestrator.commands.jobs", "logs", "Show (or follow) a run's output."),
+    "wait": ("orchestrator.commands.jobs", "wait", "Wait for a detached run to finish."),
+    "stop": ("orchestrator.commands.jobs", "stop", "Stop the run on a box."),
+    "ssh": ("orchestrator.commands.jobs", "ssh", "Open a shell (or run a command) on a box."),
 }
 
 

@@ -128,6 +128,9 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
 @deprecated_option("--check-via", "--via", "check_via", type=click.Choice(VIA_CHOICES))
 @check_timeout_option("--check-timeout", "check_timeout")
 @ssh_config_option()
+@click.option(
+    "--ssh-alias", is_flag=True, help="Write `Host orch-NAME` into your ssh_config (~/.ssh/config)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the box as one JSON object.")
 @job_options
 @up_selection_options
@@ -146,6 +149,7 @@ def up(
     check_via: str | None,
     check_timeout: float,
     ssh_config: str | None,
+    ssh_alias: bool,
     as_json: bool,
     **kwargs: Any,
 ) -> None:
@@ -159,6 +163,7 @@ def up(
       orch up --plan plan.json --name exp1 --ssh-cidr 203.0.113.7/32 --json
       orch up --plan plan.json --name exp1 --via ssm --check-timeout 900
       orch up --plan plan.json --name exp1 --state s3://my-bucket/orch --no-check
+      orch up --plan plan.json --name exp1 --ssh-alias     # then: ssh orch-exp1
     """
     from orchestrator.provision import lifecycle, state_backend
     from orchestrator.provision.boxes import validate_box_name
@@ -196,6 +201,7 @@ def up(
         tags=extra_tags,
         spot_max_price=bid,
         subnet_id=subnet_id,
+        ssh_alias=ssh_alias,
     )
     box = lifecycle.up(plan, options, _say(as_json), _progress(as_json))
     summary = lifecycle.box_summary(box)

@@ -31,7 +31,7 @@ from orchestrator import clouds
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.plan_validate import SSH_USER_RE, validate_plan
-from orchestrator.provision import liveness, state_backend
+from orchestrator.provision import liveness, ssh_alias, state_backend
 from orchestrator.provision.boxes import (
     Box,
     box_directory,
@@ -208,6 +208,7 @@ class UpOptions:
     # Zones tried last (a spot box was just reclaimed there: `orch run`'s recovery tries the
     # region's other zones first).
     avoid_zones: tuple[str, ...] = ()
+    ssh_alias: bool = False  # write `Host orch-NAME` into the user's ssh_config
 
 
 def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) -> Box:
@@ -266,6 +267,8 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                 )
                 try:
                     _attempt(box, request, location, say, progress)
+                    if options.ssh_alias:
+                        _write_ssh_alias(box, say)
                     return box
                 except TerraformError as exc:
                     code = is_capacity_error(exc, candidate.cloud)
@@ -313,6 +316,17 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                         shutil.rmtree(box.directory, ignore_errors=True)
                     raise
     raise OrchError("the plan has no candidates")  # pragma: no cover - Plan always has one
+
+
+def _write_ssh_alias(box: Box, say: Say) -> None:
+    outputs = box.outputs or {}
+    host = outputs.get("public_ip") or outputs.get("private_ip")
+    user = str(outputs.get("ssh_user") or box.candidate.ssh_user)
+    if not host:
+        say(f"box {box.name} has no address yet: no ssh_config entry written")
+        return
+    path = ssh_alias.write_alias(box, str(host), user)
+    say(f"ssh_config entry: `ssh orch-{box.name}` ({path})")
 
 
 def _check_values(candidate: Candidate, options: UpOptions, expires_at: str | None) -> None:
@@ -602,6 +616,7 @@ def down(name: str, state_url: str | None, say: Say, progress: Say | None = None
         if location is not None:
             state_backend.delete_box_objects(location, name, state_backend.bucket_region(location))
         shutil.rmtree(box.directory)
+        ssh_alias.remove_alias(name)
         box.state = "destroyed"
         return box
 

@@ -122,8 +122,18 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         lines.append(f"rm -f {rd}/setup.sh")
     if agent_source is not None:
         lines.append(_put(f"{rd}/agent.py", agent_source))
-    lines.append("echo prepared")
+    # The absolute working directory: rsync's remote paths are relative to the login folder,
+    # which need not be $HOME.
+    lines.append(f'echo "prepared $HOME/{work_dir(spec)}"')
     return "\n".join(lines)
+
+
+def prepared_dir(output: str) -> str:
+    """The absolute working directory `prepare_script` printed."""
+    for line in reversed(output.strip().splitlines()):
+        if line.startswith("prepared /"):
+            return line.removeprefix("prepared ").strip()
+    raise ValueError("the box did not say where the working directory is")
 
 
 @dataclass(frozen=True)
@@ -164,7 +174,7 @@ def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
             "set -eu",
             *exports,
             f"cd {wd}",
-            'if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1 \\',
+            "if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1 \\",
             "   && sudo -n true 2>/dev/null; then",
             f"  sudo -n --preserve-env={preserve} systemd-run --quiet --collect --unit={unit} \\",
             '    --uid="$(id -u)" --gid="$(id -g)" --working-directory=' + wd + " \\",
@@ -194,7 +204,7 @@ def follow_script(run_id: str, offset: int) -> str:
         [
             f"[ -s {rd}/pid ] || exit 3",
             f"touch {rd}/output.log",
-            f"exec tail -c +{int(offset) + 1} --pid=\"$(cat {rd}/pid)\" -f {rd}/output.log",
+            f'exec tail -c +{int(offset) + 1} --pid="$(cat {rd}/pid)" -f {rd}/output.log',
         ]
     )
 
@@ -205,7 +215,7 @@ def status_script(run_id: str) -> str:
     return "\n".join(
         [
             f"[ -d {rd} ] || {{ echo 'missing'; exit 0; }}",
-            f'pid=$(cat {rd}/pid 2>/dev/null || echo 0); alive=0',
+            f"pid=$(cat {rd}/pid 2>/dev/null || echo 0); alive=0",
             'if [ "$pid" -gt 0 ] && kill -0 "$pid" 2>/dev/null; then alive=1; fi',
             f"exit_line=$(cat {rd}/exit 2>/dev/null || echo -)",
             f"size=$(wc -c < {rd}/output.log 2>/dev/null || echo 0)",
@@ -225,7 +235,9 @@ def stop_script(run_id: str, grace_s: int = STOP_GRACE_S) -> str:
             'if [ -n "$unit" ]; then sudo -n systemctl kill --signal=TERM "$unit" 2>/dev/null;',
             'else kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; fi',
             "i=0",
-            f'while [ ! -s {rd}/exit ] && [ "$i" -lt {grace_s * 10} ]; do sleep 0.1; i=$((i+1)); done',
+            f'while [ ! -s {rd}/exit ] && [ "$i" -lt {grace_s * 10} ]; do',
+            "  sleep 0.1; i=$((i+1))",
+            "done",
             f"if [ ! -s {rd}/exit ]; then",
             '  if [ -n "$unit" ]; then sudo -n systemctl kill --signal=KILL "$unit" 2>/dev/null;',
             '  else kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi',

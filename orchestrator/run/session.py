@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from orchestrator import clouds
@@ -167,9 +168,8 @@ def _iso(moment: float | None) -> str | None:
 
 
 def _agent_source() -> str:
-    from orchestrator.resources import resource_path
-
-    return resource_path("orchestrator/run/agent.py").read_text()
+    # A module of this package (shipped in wheels too); the box runs it as a script.
+    return (Path(__file__).with_name("agent.py")).read_text()
 
 
 class Run:
@@ -185,6 +185,7 @@ class Run:
         self.created = request.plan is not None
         self.report = RunReport(run_id=self.spec.run_id, box=request.box_name, exit_code=1)
         self.job_started = False  # on the current box
+        self.remote_dir = ""  # the job's working directory on the box (absolute)
         self.detached = False
 
     # ------------------------------------------------------------------------------ main
@@ -202,8 +203,9 @@ class Run:
         except OrchError as exc:
             self.report.exit_code = exc.exit_code if exc.exit_code != 0 else EXIT_FAILURE
             self.report.error = exc.one_line()
-            self._close_attempt("lost" if isinstance(exc, (BoxLost, SshLost)) else "failed",
-                                exc.message)
+            self._close_attempt(
+                "lost" if isinstance(exc, (BoxLost, SshLost)) else "failed", exc.message
+            )
             self._teardown(stop_job=not isinstance(exc, BoxLost))
             return self.report
         self._teardown(stop_job=False)
@@ -217,15 +219,20 @@ class Run:
                 self._attempt()
                 return
             except BoxLost as lost:
-                self._close_attempt("reclaimed" if lost.state.spot_reclaimed else "lost",
-                                    lost.message)
+                self._close_attempt(
+                    "reclaimed" if lost.state.spot_reclaimed else "lost", lost.message
+                )
                 allowed = self.request.spot_recovery + (1 if self.request.fallback_on_demand else 0)
                 if recoveries >= allowed:
                     raise
                 recoveries += 1
-                self.say(f"box {self.box.name} is gone ({lost.message}); recovery "
-                         f"{recoveries} of {allowed}")
-                self.box = self._replace_box(lost, on_demand=recoveries > self.request.spot_recovery)
+                self.say(
+                    f"box {self.box.name} is gone ({lost.message}); recovery "
+                    f"{recoveries} of {allowed}"
+                )
+                self.box = self._replace_box(
+                    lost, on_demand=recoveries > self.request.spot_recovery
+                )
 
     # ------------------------------------------------------------------------- the box
 
@@ -250,6 +257,10 @@ class Run:
         request = self.request
         assert request.plan is not None and request.up_options is not None and self.box
         zone = str((self.box.outputs or {}).get("availability_zone") or "")
+        if not lost.state.lost:
+            # Reclaimed but still running (the notice period): stop the job there, so it and
+            # the agent save a checkpoint, before the box goes.
+            self._stop_and_fetch(self.box, fetch=False)
         lifecycle.down(self.box.name, self.box.state_url, self.say, self.progress)
         plan = _recovery_plan(request.plan, self.box.candidate, on_demand)
         options = dataclasses.replace(request.up_options, avoid_zones=(zone,) if zone else ())
@@ -312,19 +323,24 @@ class Run:
                 self._check(box)
             transport = shell.ssh_transport(box, self.request.ssh_config)
             agent = _agent_source() if self.spec.store else None
-            shell.call_ok(transport, remote.prepare_script(self.spec, agent),
-                          what="preparing the run")
+            prepared = shell.call_ok(
+                transport, remote.prepare_script(self.spec, agent), what="preparing the run"
+            )
+            self.remote_dir = _prepared_dir(prepared)
             self.say(f"syncing {self.spec.workdir} to box {box.name}")
-            sync.push(transport, self.spec.workdir, remote.work_dir(self.spec),
-                      self.spec.excludes)
+            sync.push(transport, self.spec.workdir, self.remote_dir, self.spec.excludes)
             launch = remote.LaunchEnv(
                 attempt=attempt.number,
                 cloud=box.cloud,
                 store_url=self.spec.store.for_run(self.spec.run_id) if self.spec.store else None,
                 checkpoint_interval_s=self.spec.checkpoint_interval_s,
             )
-            started = shell.call_ok(transport, remote.launch_script(self.spec, launch),
-                                    what="starting the job", retry_s=30)
+            started = shell.call_ok(
+                transport,
+                remote.launch_script(self.spec, launch),
+                what="starting the job",
+                retry_s=30,
+            )
         except OrchError as exc:
             self._raise_if_lost(box, exc)
             raise
@@ -332,8 +348,9 @@ class Run:
         attempt.job_started = time.time()
         mode = started.split()[-1] if started.split() else "?"
         self._save_record("running")
-        self.say(f"run {self.spec.run_id} started on box {box.name} ({mode}); "
-                 f"attempt {attempt.number}")
+        self.say(
+            f"run {self.spec.run_id} started on box {box.name} ({mode}); attempt {attempt.number}"
+        )
         if self.request.detach:
             self.detached = True
             self._close_attempt("detached")
@@ -347,8 +364,10 @@ class Run:
         outcome = "completed" if code == 0 else "failed"
         self._close_attempt(outcome, "" if code == 0 else f"{step} exited {code}", code)
         if code != 0:
-            self.say(f"{'setup' if step == 'setup' else 'the command'} exited {code}"
-                     + (f" ({step})" if step not in ("cmd", "setup") else ""))
+            self.say(
+                f"{'setup' if step == 'setup' else 'the command'} exited {code}"
+                + (f" ({step})" if step not in ("cmd", "setup") else "")
+            )
         self._fetch(transport)
         self._save_record("done", exit_code=code)
 
@@ -357,15 +376,21 @@ class Run:
         from orchestrator.check.verify import check_box
 
         self.say(f"checking the GPUs of box {box.name}")
-        report = check_box(box, ssh_config=self.request.ssh_config,
-                           timeout=self.request.check_timeout)
+        report = check_box(
+            box, ssh_config=self.request.ssh_config, timeout=self.request.check_timeout
+        )
         if not report.ok:
             problems = "; ".join(printable(c.message) for c in report.failures())
             raise OrchError(f"box {box.name} does not match its plan: {problems}")
 
     def _follow(self, box: Box, transport: Any) -> None:
-        follower = LogFollower(transport, self.spec.run_id, self.sink, self.say,
-                               lost_after_s=self.request.ssh_lost_after_s)
+        follower = LogFollower(
+            transport,
+            self.spec.run_id,
+            self.sink,
+            self.say,
+            lost_after_s=self.request.ssh_lost_after_s,
+        )
 
         def on_lost(state: InstanceState) -> None:
             follower.stop()
@@ -385,8 +410,9 @@ class Run:
 
     def _final_status(self, transport: Any) -> remote.JobStatus:
         for _ in range(50):
-            text = shell.call_ok(transport, remote.status_script(self.spec.run_id),
-                                 what="reading the job's status")
+            text = shell.call_ok(
+                transport, remote.status_script(self.spec.run_id), what="reading the job's status"
+            )
             status = remote.parse_status(text)
             if status.done:
                 return status
@@ -404,7 +430,7 @@ class Run:
             state = clouds.instance_state_of(clouds.get(box.cloud), box.region, str(instance_id))
         except CloudError:
             return
-        if state is not None and state.lost:
+        if state is not None and (state.lost or state.spot_reclaimed):
             raise BoxLost(state) from exc
 
     # ------------------------------------------------------------------------ the end
@@ -414,7 +440,7 @@ class Run:
             return
         self.say(f"fetching {', '.join(self.spec.fetch)}")
         self.report.fetched = sync.pull(
-            transport, remote.work_dir(self.spec), self.spec.fetch, self.spec.workdir, self.say
+            transport, self.remote_dir, self.spec.fetch, self.spec.workdir, self.say
         )
 
     def _teardown(self, *, stop_job: bool) -> None:
@@ -425,8 +451,10 @@ class Run:
             if box is None or not self.created:
                 return
             if self.request.keep or self.detached:
-                self.say(f"box {box.name} is kept: `orch down {box.name}` destroys it"
-                         + ("" if box.expires_at is None else f" (it expires {box.expires_at})"))
+                self.say(
+                    f"box {box.name} is kept: `orch down {box.name}` destroys it"
+                    + ("" if box.expires_at is None else f" (it expires {box.expires_at})")
+                )
                 return
             try:
                 lifecycle.down(box.name, box.state_url, self.say, self.progress)
@@ -437,18 +465,23 @@ class Run:
                     self.report.exit_code = exc.exit_code or EXIT_FAILURE
                 self.report.error = self.report.error or exc.one_line()
 
-    def _stop_and_fetch(self, box: Box) -> None:
+    def _stop_and_fetch(self, box: Box, *, fetch: bool = True) -> None:
         """Stop the job on the box (TERM, then KILL), then fetch what it wrote; best effort."""
         try:
             transport = shell.ssh_transport(box, self.request.ssh_config)
             self.say(f"stopping run {self.spec.run_id} on box {box.name}")
-            out = shell.call_ok(transport, remote.stop_script(self.spec.run_id),
-                                what="stopping the job", timeout=remote.STOP_GRACE_S + 15,
-                                retry_s=20)
+            out = shell.call_ok(
+                transport,
+                remote.stop_script(self.spec.run_id),
+                what="stopping the job",
+                timeout=remote.STOP_GRACE_S + 15,
+                retry_s=20,
+            )
             parsed = remote.parse_exit_line(out)
             if parsed and self.report.attempts:
                 self.report.attempts[-1].exit_code = parsed[0]
-            self._fetch(transport)
+            if fetch:
+                self._fetch(transport)
             self._save_record("stopped")
         except OrchError as exc:
             self.say(f"could not stop or fetch from box {box.name}: {exc.one_line()}")
@@ -466,10 +499,17 @@ class Run:
                 "state": state,
                 "exit_code": exit_code,
                 "attempt": len(self.report.attempts),
-                "remote_dir": remote.work_dir(self.spec),
+                "remote_dir": self.remote_dir,
                 "saved_at": _iso(time.time()),
             },
         )
+
+
+def _prepared_dir(output: str) -> str:
+    try:
+        return remote.prepared_dir(output)
+    except ValueError as exc:
+        raise OrchError(f"preparing the run: {exc}") from None
 
 
 def _recovery_plan(plan: Plan, lost: Candidate, on_demand: bool) -> Plan:

@@ -83,8 +83,9 @@ class LogFollower:
                 )
             self.reconnects += 1
             if self.reconnects == 1 or self.reconnects % 10 == 0:
-                self.say(f"output stream dropped (ssh exit {code}); reconnecting from byte "
-                         f"{self.offset}")
+                self.say(
+                    f"output stream dropped (ssh exit {code}); reconnecting from byte {self.offset}"
+                )
             self._stopped.wait(next(delays))
 
     def _once(self) -> tuple[int, bool]:
@@ -107,6 +108,11 @@ class LogFollower:
                 self.sink.flush()
                 self.offset += len(chunk)
                 got = True
+        except BaseException:
+            # Cancelled (a signal) or the sink broke: this connection ends here, not later.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
         finally:
             code = proc.wait()
             with self._lock:

@@ -59,7 +59,9 @@ class BoxWatch:
                 continue
             if state is None:
                 return  # this cloud cannot tell; SSH alone watches the box
-            if state.lost:
+            # A reclaim notice counts at once: ECS keeps a reclaimed spot box Running for
+            # its 5-minute notice, and the job is better stopped (and checkpointed) now.
+            if state.lost or state.spot_reclaimed:
                 self.lost = state
                 self.on_lost(state)
                 return

@@ -194,3 +194,34 @@ def make_sshbox(root: Path, *, start: bool = True) -> SshBox:
     if start:
         box.start()
     return box
+
+
+def set_box_environment(box: SshBox, home: Path, extra: dict[str, str] | None = None) -> None:
+    """Give the box's logins a HOME of their own (the box's disk: `orch run` works under it)
+    and extra environment (what a real box has from its instance role, its image's PATH).
+
+    sshd applies authorized_keys `environment=` after its own defaults, HOME included
+    (sshd(8), AUTHORIZED_KEYS FILE FORMAT; PermitUserEnvironment is on)."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": f"{box.bin_dir}:{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "FAKE_NVIDIA_SMI_STATE": str(box.state_dir),
+        "HOME": str(home),
+        **(extra or {}),
+    }
+    for key, value in env.items():
+        if '"' in value or "\n" in value:
+            raise ValueError(f"{key} cannot go into authorized_keys: {value!r}")
+    options = ",".join(f'environment="{key}={value}"' for key, value in env.items())
+    (box.root / "authorized_keys").write_text(
+        f"{options} {box.key_path.with_suffix('.pub').read_text()}"
+    )
+
+
+def route_every_host(box: SshBox, path: Path) -> Path:
+    """An ssh_config sending every host to this sshd, offering the test key after the box's
+    own: any address moto gives an instance reaches this one "box"."""
+    path.write_text(
+        f"Host *\n  HostName 127.0.0.1\n  Port {box.port}\n  IdentityFile {box.key_path}\n"
+    )
+    return path

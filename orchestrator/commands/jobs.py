@@ -1,0 +1,191 @@
+"""`orch logs`, `orch wait`, `orch stop`, `orch ssh`: a run on a box after `orch run` started
+it (attached elsewhere, or with --detach), and a shell on the box."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from typing import Any
+
+import click
+
+from orchestrator.commands.boxes import _progress, _say
+from orchestrator.commands.check_options import ssh_config_option
+from orchestrator.errors import EXIT_FAILURE, OrchError
+
+run_option = click.option("--run", "run_id", metavar="RUN_ID", help="A run other than the newest.")
+
+
+def _box_and_run(name: str, run_id: str | None, ssh_config: str | None):  # noqa: ANN202
+    from orchestrator.check.transport import resolve_ssh_config
+    from orchestrator.provision.boxes import load_box
+    from orchestrator.run import record, shell
+
+    box = load_box(name)
+    run = record.load_run(box, run_id)
+    transport = shell.ssh_transport(box, resolve_ssh_config(ssh_config))
+    return box, run, transport
+
+
+@click.command("logs")
+@click.argument("name")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
+@run_option
+@ssh_config_option()
+def logs(name: str, follow: bool, run_id: str | None, ssh_config: str | None) -> None:
+    """Print the output of the newest run on box NAME (-f: follow it to the end).
+
+    \b
+    Examples:
+      orch logs exp1
+      orch logs exp1 -f
+      orch logs exp1 --run r-20261203-101500-a1b2c3
+    """
+    from orchestrator.run.remote import run_dir
+    from orchestrator.run.stream import LogFollower
+
+    box, run, transport = _box_and_run(name, run_id, ssh_config)
+    if follow:
+        LogFollower(transport, run["run_id"], sys.stdout.buffer, _say(False)).follow()
+        return
+    from orchestrator.run.shell import stream_argv
+
+    argv = stream_argv(transport, f"cat {run_dir(run['run_id'])}/output.log")
+    import subprocess
+
+    code = subprocess.run(argv, stdin=subprocess.DEVNULL).returncode
+    if code != 0:
+        raise OrchError(f"reading the output of run {run['run_id']} failed (ssh exit {code})")
+
+
+@click.command("wait")
+@click.argument("name")
+@run_option
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long.")
+@ssh_config_option()
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def wait(
+    name: str, run_id: str | None, timeout: float | None, ssh_config: str | None, as_json: bool
+) -> None:
+    """Wait for the run on box NAME to end, fetch its --fetch paths, destroy the box if the run
+    created it (unless it was started with --keep), and exit with the run's exit status.
+
+    \b
+    Examples:
+      orch run --plan plan.json --name exp2 --detach -- python train.py
+      orch wait exp2 --timeout 36000
+    """
+    from orchestrator.provision import lifecycle
+    from orchestrator.run import record, remote, shell, sync
+
+    box, run, transport = _box_and_run(name, run_id, ssh_config)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        text = shell.call_ok(transport, remote.status_script(run["run_id"]), what="status")
+        status = remote.parse_status(text)
+        if status.done or not status.found or not status.alive:
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            raise OrchError(f"run {run['run_id']} still runs after {timeout:g} s")
+        time.sleep(5)
+    code = status.exit_code if status.exit_code is not None else EXIT_FAILURE
+    say = _say(as_json)
+    fetched: list[str] = []
+    if run.get("fetch"):
+        local = run.get("workdir") or "."
+        fetched = sync.pull(
+            transport, str(run["remote_dir"]), list(run["fetch"]), _local_dir(local), say
+        )
+    record.save_run(box, {**run, "state": "done", "exit_code": code})
+    destroyed = False
+    if run.get("created_box") and not run.get("keep"):
+        lifecycle.down(box.name, box.state_url, say, _progress(as_json))
+        destroyed = True
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "run_id": run["run_id"],
+                    "box": name,
+                    "exit_code": code,
+                    "step": status.step,
+                    "fetched": fetched,
+                    "box_destroyed": destroyed,
+                }
+            )
+        )
+    else:
+        click.echo(
+            f"run {run['run_id']} on box {name}: exit {code}"
+            + (" (box destroyed)" if destroyed else ""),
+            err=True,
+        )
+    if code:
+        sys.exit(code)
+
+
+def _local_dir(path: str):  # noqa: ANN202
+    from pathlib import Path
+
+    folder = Path(path)
+    if not folder.is_dir():
+        raise OrchError(f"the run's working directory {folder} is gone; cannot fetch into it")
+    return folder
+
+
+@click.command("stop")
+@click.argument("name")
+@run_option
+@ssh_config_option()
+def stop(name: str, run_id: str | None, ssh_config: str | None) -> None:
+    """Stop the run on box NAME: TERM, then KILL after 30 s. The box stays; `orch wait NAME`
+    then fetches and destroys what the run created.
+
+    \b
+    Examples:
+      orch stop exp2
+    """
+    from orchestrator.run import remote, shell
+
+    _, run, transport = _box_and_run(name, run_id, ssh_config)
+    out = shell.call_ok(
+        transport,
+        remote.stop_script(run["run_id"]),
+        what="stopping the run",
+        timeout=remote.STOP_GRACE_S + 15,
+    )
+    parsed = remote.parse_exit_line(out)
+    shown = f"exit {parsed[0]}" if parsed else "it was not running"
+    click.echo(f"run {run['run_id']} on box {name} stopped ({shown})", err=True)
+
+
+@click.command("ssh", context_settings={"allow_interspersed_args": False})
+@click.argument("name")
+@ssh_config_option()
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def ssh(name: str, ssh_config: str | None, command: tuple[str, ...]) -> None:
+    """Open a shell on box NAME, or run COMMAND there, with its key and pinned host key.
+
+    \b
+    Examples:
+      orch ssh exp1
+      orch ssh exp1 -- nvidia-smi
+    """
+    from orchestrator.check.transport import resolve_ssh_config
+    from orchestrator.provision.boxes import load_box
+    from orchestrator.run import shell
+
+    box = load_box(name)
+    transport = shell.ssh_transport(box, resolve_ssh_config(ssh_config))
+    argv: list[Any] = transport.argv("x")[:-1]  # without the (placeholder) remote command
+    if command[:1] == ("--",):  # after NAME, click passes the separator through
+        command = command[1:]
+    if command:
+        argv.append(shlex.join(command))
+    elif sys.stdin.isatty():
+        argv.insert(1, "-t")
+    sys.stdout.flush()
+    os.execvp(argv[0], argv)

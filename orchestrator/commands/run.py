@@ -1,0 +1,278 @@
+"""`orch run`: a working directory to a finished job on a GPU box, and nothing left running."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator.commands.boxes import _plan_from_options, _progress, _say, parse_tags
+from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
+from orchestrator.commands.job_options import job_options
+from orchestrator.commands.selection_options import up_selection_options
+from orchestrator.errors import UsageError
+
+DEFAULT_RUN_TTL = "12h"
+
+
+@click.command(
+    "run",
+    context_settings={"allow_interspersed_args": False},
+)
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan.json to use.")
+@click.option("--box", "box_name", help="Run on this existing box (kept afterwards).")
+@click.option("--name", help="Name of the box the run creates (default: the run id).")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Folder synced to the box; the command runs there.",
+)
+@click.option("--setup", help="Shell command run on the box before CMD (e.g. pip install ...).")
+@click.option(
+    "--env", "env", multiple=True, metavar="K=V", help="Environment for CMD (repeatable)."
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="PATTERN",
+    help="rsync exclude pattern, besides .gitignore and .git (repeatable).",
+)
+@click.option(
+    "--fetch",
+    "fetch",
+    multiple=True,
+    metavar="PATH",
+    help="Path (relative to the working directory) copied back at the end (repeatable).",
+)
+@click.option("--keep", is_flag=True, help="Keep the box the run created (default: destroy it).")
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Return once CMD runs; `orch logs/wait/stop NAME` attach, finish, cancel.",
+)
+@click.option("--checkpoint-dir", help="Folder (relative) CMD writes checkpoints to.")
+@click.option("--store", help="s3://bucket/prefix the checkpoints are uploaded to (S3 or OSS).")
+@click.option(
+    "--checkpoint-interval",
+    type=float,
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often the box uploads a changed checkpoint folder.",
+)
+@click.option(
+    "--spot-recovery",
+    type=int,
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Replace a reclaimed box up to N times and resume from the checkpoint.",
+)
+@click.option(
+    "--fallback-on-demand",
+    is_flag=True,
+    help="After N spot losses, recover once more on an on-demand box.",
+)
+@click.option(
+    "--watch-interval",
+    type=float,
+    default=15.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often the cloud is asked whether the box still runs.",
+)
+@click.option(
+    "--ssh-lost-after",
+    type=float,
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="SSH silent this long (and the cloud says the box runs): give up.",
+)
+@click.option("--ttl", help=f"Lifetime of a box the run creates (default {DEFAULT_RUN_TTL}).")
+@click.option("--ssh-cidr", "ssh_cidrs", multiple=True, help="IPv4 block allowed to SSH in.")
+@click.option("--allow-world-ssh", is_flag=True, help="Permit --ssh-cidr wider than a /8.")
+@click.option("--state", "state_url", help="Keep Terraform state in s3://bucket/prefix.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Extra tag (repeatable).")
+@click.option("--subnet-id", help="Launch in this subnet instead of the default VPC.")
+@click.option("--spot-bid", type=float, metavar="USD/h", help="Most to pay per hour (spot).")
+@click.option("--no-check", is_flag=True, help="Skip the GPU check before the job starts.")
+@click.option(
+    "--check-timeout",
+    type=float,
+    default=900.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds the GPU check keeps retrying while the box boots.",
+)
+@ssh_config_option()
+@click.option("--ssh-alias", is_flag=True, help="Write `Host orch-NAME` to your ssh_config.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report as JSON on stdout (CMD's output goes to stderr).",
+)
+@job_options
+@up_selection_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(command: tuple[str, ...], **options: Any) -> None:
+    """Sync the working directory to a box, run CMD there detached, stream its output, fetch
+    outputs, and destroy the box the run created; exits with CMD's exit status.
+
+    \b
+    Examples:
+      orch run --plan plan.json -- python train.py --epochs 3
+      orch run --model bert-large --fetch outputs -- python train.py
+      orch run --box exp1 --setup 'pip install -r requirements.txt' -- python train.py
+      orch run --plan plan.json --checkpoint-dir ckpt --store s3://my-bucket/ckpt \\
+          --spot-recovery 3 --fallback-on-demand -- python train.py
+      orch run --plan plan.json --detach --name exp2 -- python train.py
+    """
+    from orchestrator.run.session import Run
+
+    request = _request(command, options)
+    as_json = options["as_json"]
+    sink = (sys.stderr if as_json else sys.stdout).buffer
+    report = Run(request, _say(False), _progress(as_json), sink).execute()
+    _print_report(report, as_json, request.detach)
+    if report.exit_code:
+        sys.exit(report.exit_code)
+
+
+def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
+    """Every option checked before any cloud, Terraform or SSH call."""
+    from orchestrator.provision import lifecycle, state_backend
+    from orchestrator.provision.boxes import validate_box_name
+    from orchestrator.run.session import RunRequest
+    from orchestrator.run.spec import RunSpec, parse_env, parse_store
+
+    spec = RunSpec(
+        command=list(command),
+        workdir=Path(options["workdir"]),
+        setup=options["setup"],
+        env=parse_env(options["env"]),
+        excludes=list(options["excludes"]),
+        fetch=list(options["fetch"]),
+        checkpoint_dir=options["checkpoint_dir"],
+        store=parse_store(options["store"]) if options["store"] else None,
+        checkpoint_interval_s=bounded(
+            "--checkpoint-interval", options["checkpoint_interval"], low=1, high=DAY_S
+        ),
+    )
+    bounded("--check-timeout", options["check_timeout"], low=1, high=DAY_S)
+    bounded("--ssh-lost-after", options["ssh_lost_after"], low=5, high=DAY_S)
+    bounded("--watch-interval", options["watch_interval"], low=0.2, high=3600)
+    ssh_config = _ssh_config(options["ssh_config"])
+    common = dict(
+        spec=spec,
+        keep=options["keep"],
+        detach=options["detach"],
+        check=not options["no_check"],
+        check_timeout=options["check_timeout"],
+        ssh_config=ssh_config,
+        spot_recovery=options["spot_recovery"],
+        fallback_on_demand=options["fallback_on_demand"],
+        watch_interval_s=options["watch_interval"],
+        ssh_lost_after_s=options["ssh_lost_after"],
+    )
+    if options["box_name"]:
+        creating = ("plan_path", "name", "ttl", "ssh_cidrs", "state_url", "tags", "spot_bid")
+        given = [k for k in creating if options.get(k)]
+        if given:
+            raise UsageError(f"--box runs on an existing box: drop --{given[0].replace('_', '-')}")
+        return RunRequest(box_name=validate_box_name(options["box_name"]), **common)
+    name = validate_box_name(options["name"] or spec.run_id)
+    ttl = options["ttl"] if options["ttl"] is not None else DEFAULT_RUN_TTL
+    lifecycle.check_ttl(ttl)
+    bid = options["spot_bid"]
+    if bid is not None and not (0 < bid < float("inf")):
+        raise UsageError(f"--spot-bid {bid} is not a positive price (USD per hour)")
+    cidrs = lifecycle.normalise_cidrs(list(options["ssh_cidrs"]), options["allow_world_ssh"])
+    tags = parse_tags(options["tags"])
+    if options["state_url"]:
+        state_backend.parse_state_url(options["state_url"])
+    plan = _plan_from_options(options["plan_path"], options)
+    from orchestrator.plan_validate import validate_plan
+
+    validate_plan(plan, spot_bid=bid)
+    if options["fallback_on_demand"] and not options["spot_recovery"]:
+        raise UsageError("--fallback-on-demand goes with --spot-recovery N")
+    if not cidrs:
+        cidrs = [lifecycle.discover_caller_cidr()]
+    up_options = lifecycle.UpOptions(
+        name=name,
+        ssh_cidrs=cidrs,
+        ttl=ttl,
+        allow_world_ssh=options["allow_world_ssh"],
+        state_url=options["state_url"],
+        tags=tags,
+        spot_max_price=bid,
+        subnet_id=options["subnet_id"],
+        ssh_alias=options["ssh_alias"],
+    )
+    return RunRequest(box_name=name, plan=plan, up_options=up_options, **common)
+
+
+def _ssh_config(path: str | None) -> str | None:
+    from orchestrator.check.transport import resolve_ssh_config
+
+    return resolve_ssh_config(path)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _money(value: float | None) -> str:
+    return "?" if value is None else f"${value:.4f}" if value < 1 else f"${value:.2f}"
+
+
+def _print_report(report: Any, as_json: bool, detached: bool) -> None:
+    data = report.to_dict()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    if detached and report.exit_code == 0:
+        click.echo(
+            f"orch: run {report.run_id} is running on box {report.box}: `orch logs {report.box} "
+            f"-f` attaches, `orch wait {report.box}` finishes it, `orch stop {report.box}` "
+            "cancels it",
+            err=True,
+        )
+        return
+    attempts = report.attempts
+    head = (
+        f"orch: run {report.run_id} on box {report.box}: exit {report.exit_code}; "
+        f"{len(attempts)} attempt{'s' * (len(attempts) != 1)}"
+    )
+    if report.recoveries:
+        head += f" ({report.recoveries} recovered), time lost {_duration(report.time_lost_s())}"
+    head += f"; cost {_money(report.cost())}"
+    if report.on_demand_cost() is not None:
+        head += f" (on-demand {_money(report.on_demand_cost())})"
+    click.echo(head, err=True)
+    for attempt in attempts:
+        span = None if attempt.ended is None else attempt.ended - attempt.started
+        where = attempt.zone or attempt.region
+        reason = f" ({attempt.reason})" if attempt.reason else ""
+        click.echo(
+            f"  {attempt.number}  {attempt.instance_type:<14} {attempt.market:<9} {where:<16}"
+            f" {attempt.outcome}{reason}  {_duration(span)}  {_money(attempt.cost())}",
+            err=True,
+        )
+    if report.error:
+        click.echo(f"orch: error: {report.error}", err=True)

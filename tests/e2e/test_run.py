@@ -1,0 +1,280 @@
+"""`orch run` end to end: real Terraform core + hashicorp/aws against moto, the box's SSH
+served by a real sshd on loopback (every moto address routed to it by ORCH_SSH_CONFIG), real
+rsync. The job's files land under the box's own HOME (tmp), as on a fresh instance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import support
+from tests.e2e import sshbox
+from tests.support import ok, plan_file, require
+
+pytestmark = pytest.mark.e2e
+
+CIDR = "203.0.113.7/32"
+MOTO_AMI = "ami-1e749f67"
+
+candidate = partial(
+    support.candidate,
+    region="us-east-1",
+    image={"id": MOTO_AMI},
+    root_volume_gib=120,
+    ssh_user=os.environ.get("USER") or __import__("getpass").getuser(),
+)
+
+TRAIN_PY = """\
+import os, pathlib, signal, sys, time
+args = sys.argv[1:]
+steps = int(args[args.index("--steps") + 1])
+delay = float(args[args.index("--delay") + 1]) if "--delay" in args else 0.0
+out = pathlib.Path("outputs")
+out.mkdir(exist_ok=True)
+
+def stopped(signum, frame):
+    (out / "partial.txt").write_text(f"stopped at {step}\\n")
+    print("got SIGTERM", flush=True)
+    sys.exit(143)
+
+signal.signal(signal.SIGTERM, stopped)
+print("greeting=" + os.environ.get("GREETING", ""), flush=True)
+print(f"resumed={os.environ['ORCH_RESUMED']} attempt={os.environ['ORCH_ATTEMPT']}", flush=True)
+step = 0
+for step in range(1, steps + 1):
+    print(f"step {step}", flush=True)
+    time.sleep(delay)
+(out / "result.txt").write_text(f"done {steps}\\n")
+sys.exit(int(os.environ.get("EXIT_CODE", "0")))
+"""
+
+
+@pytest.fixture
+def box_server(tmp_path: Path):
+    require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
+    require(__import__("shutil").which("rsync"), "rsync (orch run syncs with it)")
+    server = sshbox.make_sshbox(tmp_path / "sshd")
+    sshbox.set_box_environment(server, tmp_path / "box-home")
+    server.serve("a10g")  # g5.xlarge's GPU
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def run_env(aws_env: dict[str, str], box_server: sshbox.SshBox, tmp_path: Path) -> dict[str, str]:
+    routes = sshbox.route_every_host(box_server, tmp_path / "routes")
+    return {**aws_env, "ORCH_SSH_CONFIG": str(routes)}
+
+
+def workdir_with_job(tmp_path: Path) -> Path:
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    (workdir / "train.py").write_text(TRAIN_PY)
+    (workdir / ".gitignore").write_text("data/\n")
+    (workdir / "data").mkdir()
+    (workdir / "data" / "big.bin").write_bytes(b"x" * 4096)
+    (workdir / "notes.tmp").write_text("scratch")
+    return workdir
+
+
+def box_work(tmp_path: Path) -> Path:
+    return tmp_path / "box-home" / "orch" / "work" / "project"
+
+
+def instances(ec2: Any, name: str, live: bool = True) -> list[dict[str, Any]]:
+    pages = ec2.describe_instances(Filters=[{"Name": "tag:orch:box", "Values": [name]}])
+    found = [i for r in pages["Reservations"] for i in r["Instances"]]
+    return [i for i in found if i["State"]["Name"] != "terminated"] if live else found
+
+
+def assert_nothing_tagged(ec2: Any, name: str) -> None:
+    assert instances(ec2, name) == []
+    groups = ec2.describe_security_groups(Filters=[{"Name": "tag:orch:box", "Values": [name]}])
+    assert groups["SecurityGroups"] == []
+    keys = [
+        k for k in ec2.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith(f"orch-{name}-")
+    ]
+    assert keys == []
+
+
+def run_args(plan: str, name: str, workdir: Path, *more: str) -> list[str]:
+    return ["run", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--workdir", str(workdir),
+            "--watch-interval", "1", *more]  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ scenarios
+
+
+def test_run_syncs_runs_streams_fetches_and_destroys(orch, ec2, run_env, tmp_path):
+    workdir = workdir_with_job(tmp_path)
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    result = orch(
+        *run_args(plan, "run-ok", workdir, "--env", "GREETING=hello 'world' $HOME",
+                  "--setup", "echo setup-ran > setup.txt", "--exclude", "*.tmp",
+                  "--fetch", "outputs", "--fetch", "not-there", "--json",
+                  "--", "python3", "train.py", "--steps", "3"),
+        env=run_env,
+    )  # fmt: skip
+    ok(result)
+    report = json.loads(result.stdout)
+    # CMD's output streamed (to stderr under --json), with the environment as given.
+    assert "greeting=hello 'world' $HOME" in result.stderr
+    assert "resumed=0 attempt=1" in result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("step ")] == [
+        "step 1", "step 2", "step 3"
+    ]  # fmt: skip
+    assert report["exit_code"] == 0 and report["box_destroyed"] is True
+    assert report["fetched"] == ["outputs"]
+    assert "--fetch not-there: not on the box" in result.stderr
+    (attempt,) = report["attempts"]
+    assert attempt["outcome"] == "completed" and attempt["instance_type"] == "g5.xlarge"
+    assert attempt["cost_usd"] is not None and report["on_demand_cost_usd"] is not None
+
+    # Fetched back; synced honouring .gitignore, .git and --exclude; setup ran first.
+    assert (workdir / "outputs" / "result.txt").read_text() == "done 3\n"
+    remote = box_work(tmp_path)
+    assert (remote / "train.py").exists() and (remote / "setup.txt").read_text() == "setup-ran\n"
+    assert not (remote / "data").exists() and not (remote / "notes.tmp").exists()
+    # No environment value was written on the box (the run folder holds scripts and logs).
+    run_dir = next((tmp_path / "box-home" / ".orch" / "runs").iterdir())
+    for path in run_dir.iterdir():
+        if path.name != "output.log":
+            assert "hello 'world'" not in path.read_text(errors="replace"), path.name
+    assert oct(run_dir.stat().st_mode & 0o777) == "0o700"
+
+    assert_nothing_tagged(ec2, "run-ok")
+    listed = json.loads(ok(orch("list", "--json", env=run_env)).stdout)
+    assert listed == [] or all(b["name"] != "run-ok" for b in listed)
+
+
+def test_run_exit_status_is_the_command_s_and_the_box_is_gone(orch, ec2, run_env, tmp_path):
+    workdir = workdir_with_job(tmp_path)
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    result = orch(
+        *run_args(plan, "run-exit3", workdir, "--env", "EXIT_CODE=3", "--fetch", "outputs",
+                  "--", "python3", "train.py", "--steps", "2"),
+        env=run_env,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert "step 2" in result.stdout
+    assert "the command exited 3" in result.stderr
+    assert (workdir / "outputs" / "result.txt").exists()  # fetched even though CMD failed
+    assert_nothing_tagged(ec2, "run-exit3")
+
+
+class Lines:
+    """Collect a process's stdout lines from a thread, to wait for one."""
+
+    def __init__(self, stream: Any):
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.lines):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never came; got {self.lines[-20:]}")
+
+
+def test_sigterm_mid_run_stops_the_job_fetches_and_destroys(orch_process, ec2, run_env, tmp_path):
+    workdir = workdir_with_job(tmp_path)
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    proc = orch_process(
+        *run_args(plan, "run-term", workdir, "--fetch", "outputs",
+                  "--", "python3", "train.py", "--steps", "600", "--delay", "0.2"),
+        env=run_env,
+    )  # fmt: skip
+    out = Lines(proc.stdout)
+    out.wait_for("step 3", timeout=300)
+    proc.send_signal(signal.SIGTERM)
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=300) == 130, stderr
+    out.thread.join(timeout=10)
+    assert "stopping run" in stderr
+    # The job saw the TERM (it wrote its partial output), and that output came back.
+    assert (workdir / "outputs" / "partial.txt").read_text().startswith("stopped at ")
+    run_dir = next((tmp_path / "box-home" / ".orch" / "runs").iterdir())
+    pid = int((run_dir / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert (run_dir / "exit").read_text().split()[1] == "cmd"
+    assert_nothing_tagged(ec2, "run-term")
+
+
+def test_existing_box_detach_logs_stop_wait_ssh_and_reconnects(
+    orch, orch_process, run_env, tmp_path
+):
+    """One box (kept: runs on an existing box never destroy it), several runs."""
+    user_config = tmp_path / "user-ssh-config"
+    env = {**run_env, "ORCH_USER_SSH_CONFIG": str(user_config)}
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    ok(orch("up", "--plan", plan, "--name", "kept", "--ttl", "1h", "--ssh-cidr", CIDR,
+            "--ssh-alias", "--no-check", env=env))  # fmt: skip
+    # --ssh-alias: `Host orch-kept` in its own file, included first in the user's ssh_config.
+    home = Path(env["ORCH_HOME"])
+    alias = (home / "ssh" / "kept.conf").read_text()
+    assert "Host orch-kept" in alias and "IdentitiesOnly yes" in alias
+    assert user_config.read_text().splitlines()[1] == f"Include {home / 'ssh'}/*.conf"
+    assert oct(user_config.stat().st_mode & 0o777) == "0o600"
+
+    workdir = workdir_with_job(tmp_path)
+    base = ["run", "--box", "kept", "--workdir", str(workdir), "--no-check"]
+
+    # Setup fails: its status is the run's, the box stays.
+    failed = orch(*base, "--setup", "exit 7", "--", "python3", "train.py", "--steps", "1", env=env)
+    assert failed.returncode == 7, failed.stderr
+    assert "setup exited 7" in failed.stderr and "step 1" not in failed.stdout
+
+    # orch ssh runs a command with the box's key and pinned host key.
+    shown = ok(orch("ssh", "kept", "--", "echo", "hi from", "$HOME", env=env))
+    assert shown.stdout == "hi from $HOME\n"
+
+    # SSH dropped mid-run: the output resumes where it stopped, nothing lost or repeated.
+    proc = orch_process(*base, "--", "python3", "train.py", "--steps", "40", "--delay", "0.05",
+                        env=env)  # fmt: skip
+    out = Lines(proc.stdout)
+    out.wait_for("step 5")
+    killed = subprocess.run(["pkill", "-KILL", "-f", "tail -c [+]"], check=False)
+    assert killed.returncode == 0  # a stream was there to kill
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, stderr
+    out.thread.join(timeout=10)
+    steps = [line for line in out.lines if line.startswith("step ")]
+    assert steps == [f"step {i}" for i in range(1, 41)]
+    assert "reconnecting from byte" in stderr
+
+    # Detached: back at once; logs, stop and wait find the run by the box's name.
+    detached = ok(orch(*base, "--detach", "--fetch", "outputs", "--", "python3", "train.py",
+                       "--steps", "100000", "--delay", "0.05", env=env))  # fmt: skip
+    assert "orch wait kept" in detached.stderr
+    deadline = time.monotonic() + 60
+    while "step 3" not in (logs := ok(orch("logs", "kept", env=env)).stdout):
+        assert time.monotonic() < deadline, logs
+        time.sleep(0.5)
+    stopped = ok(orch("stop", "kept", env=env))
+    assert "exit 143" in stopped.stderr
+    waited = orch("wait", "kept", "--json", env=env)
+    assert waited.returncode == 143, waited.stderr
+    outcome = json.loads(waited.stdout)
+    assert outcome["box_destroyed"] is False and outcome["fetched"] == ["outputs"]
+    assert (workdir / "outputs" / "partial.txt").exists()
+
+    ok(orch("down", "kept", env=env))
+    assert not (home / "ssh" / "kept.conf").exists()
