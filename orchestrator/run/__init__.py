@@ -1,0 +1,1 @@
+"""`orch run`: run a training job on a provisioned box, with checkpoints kept in object storage."""

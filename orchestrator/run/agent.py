@@ -1,0 +1,878 @@
+#!/usr/bin/env python3
+"""orch's checkpoint agent: runs ON the GPU box, next to the user's training command.
+
+orch copies this one file to the box and runs it with the box's own `python3`, so it needs the
+standard library only (Python 3.8 syntax and APIs), plus boto3 when it is importable, else the
+`aws` CLI (as the AWS Deep Learning AMIs ship it). It imports nothing from `orchestrator`.
+
+    agent.py restore --dir DIR --store s3://BUCKET/PREFIX
+    agent.py upload  --dir DIR --store s3://BUCKET/PREFIX
+    agent.py watch   --dir DIR --store s3://BUCKET/PREFIX --interval SECONDS --cloud aws|aliyun
+                     --state-dir STATEDIR [--pid PID] [--notice-poll SECONDS]
+
+Store layout (one writer per store; a reader never sees a half-written checkpoint):
+
+    PREFIX/checkpoints/00000007/<relative path>   the files of checkpoint 7, uploaded first
+    PREFIX/checkpoints/00000007.manifest.json     {"seq", "files": {relpath: size},
+                                                   "mtime_ns": {relpath: ns}, "created"}
+    PREFIX/checkpoints/LATEST                     "00000007", written last: the commit
+
+Restore reads LATEST, then that manifest, then exactly the files it lists. After each commit
+the newest KEEP committed checkpoints stay and older ones (and abandoned half-uploads) go.
+
+Exit status: 0 done (also "no checkpoint"), 1 a storage error or a refused checkpoint,
+2 bad usage or no S3 client at all.
+
+Environment: credentials come only from the standard chain (instance role, environment).
+AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 are honoured by boto3 and the CLI themselves;
+ORCH_STORE_ENDPOINT names an S3-compatible endpoint (e.g. Alibaba OSS); ORCH_AGENT_METADATA_URL
+replaces the instance metadata service's base URL (tests only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from http.client import HTTPException
+from urllib.parse import urlsplit
+
+LOG = "orch-agent:"
+SEQ_WIDTH = 8
+KEEP = 2
+# Tries per file when it keeps changing while it is uploaded (the trainer is writing it).
+CHANGE_TRIES = 3
+# Tries of the last upload when the training process has exited or the agent is stopped.
+FINAL_TRIES = 3
+# How often `watch` looks at the training process and at signals between rounds.
+TICK_S = 0.1
+METADATA_TIMEOUT_S = 2.0
+TOKEN_TTL_S = 21600
+# Fetch a new metadata token this long before the old one expires.
+TOKEN_MARGIN_S = 60
+# One run of the aws CLI for a small object (a pointer, a manifest, a listing, a delete).
+CLI_SMALL_TIMEOUT_S = 300
+TMP_PREFIX = ".orch-agent-tmp-"
+
+# Spot interruption notices, read from inside the instance with a session token:
+# - AWS (IMDSv2): PUT /latest/api/token with X-aws-ec2-metadata-token-ttl-seconds (1-21600),
+#   then GET /latest/meta-data/spot/instance-action with X-aws-ec2-metadata-token: 404 without
+#   a notice, 200 {"action": "terminate"|"stop"|"hibernate", "time": "...Z"} with one; 401 when
+#   the token is missing, invalid or expired.
+#   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+#   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html
+# - Alibaba Cloud: GET /latest/meta-data/instance/spot/termination-time: 404 while the instance
+#   is not being reclaimed, 200 with a UTC time ("2015-01-05T18:02:00Z") once it is. orch's boxes
+#   allow metadata only in security hardening mode (http_tokens = "required"), whose token comes
+#   from PUT /latest/api/token with X-aliyun-ecs-metadata-token-ttl-seconds (1-21600) and goes
+#   in X-aliyun-ecs-metadata-token.
+#   https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata
+#   https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances
+CLOUDS = {
+    "aws": {
+        "base": "http://169.254.169.254",
+        "ttl_header": "X-aws-ec2-metadata-token-ttl-seconds",
+        "token_header": "X-aws-ec2-metadata-token",
+        "notice_path": "/latest/meta-data/spot/instance-action",
+    },
+    "aliyun": {
+        "base": "http://100.100.100.200",
+        "ttl_header": "X-aliyun-ecs-metadata-token-ttl-seconds",
+        "token_header": "X-aliyun-ecs-metadata-token",
+        "notice_path": "/latest/meta-data/instance/spot/termination-time",
+    },
+}
+
+
+class StoreError(Exception):
+    """An object storage request failed."""
+
+
+class NoClient(Exception):
+    """Neither boto3 nor the aws CLI is available."""
+
+
+class BadCheckpoint(Exception):
+    """The store holds a malformed or unsafe pointer or manifest."""
+
+
+class FileChanging(Exception):
+    """A file kept changing while it was being uploaded."""
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def one_line(value: object) -> str:
+    return " ".join(str(value).split())
+
+
+def say(message: str) -> None:
+    print(LOG + " " + message, flush=True)
+
+
+def warn(message: str) -> None:
+    print(LOG + " " + one_line(message), file=sys.stderr, flush=True)
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def write_json(path: str, value: dict) -> None:
+    """Write a JSON file atomically (readers see the old or the new one, never half)."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=directory)
+    with os.fdopen(handle, "w") as sink:
+        json.dump(value, sink, sort_keys=True)
+        sink.write("\n")
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------ storage
+
+
+def parse_store(url: str) -> tuple[str, str]:
+    """s3://BUCKET/PREFIX -> (bucket, prefix without surrounding slashes)."""
+    if not url.startswith("s3://"):
+        raise ValueError("--store must look like s3://BUCKET/PREFIX, not " + repr(url))
+    bucket, _, prefix = url[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError("--store names no bucket: " + repr(url))
+    return bucket, prefix.strip("/")
+
+
+def is_oss(endpoint: str) -> bool:
+    host = urlsplit(endpoint).hostname or ""
+    return host.endswith(".aliyuncs.com")
+
+
+def client_config(endpoint: str):  # noqa: ANN201 - a botocore Config
+    """botocore settings: short connects, standard retries, and what Alibaba OSS needs.
+
+    OSS serves only virtual-hosted addressing ("path-style requests are denied"):
+    https://www.alibabacloud.com/help/en/oss/developer-reference/compatibility-with-amazon-s3
+    and its AWS SDK guide configures boto3 with signature_version="s3" because boto3's SigV4
+    uploads use aws-chunked encoding, which OSS rejects:
+    https://help.aliyun.com/en/oss/developer-reference/use-aws-sdks-to-access-oss
+    botocore >= 1.36 also adds trailing checksums by default; "when_required" turns them off.
+    """
+    from botocore.config import Config
+
+    options = {"connect_timeout": 10, "read_timeout": 120, "retries": {"max_attempts": 5}}
+    if not is_oss(endpoint):
+        return Config(**options)
+    options.update(signature_version="s3", s3={"addressing_style": "virtual"})
+    try:
+        return Config(
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            **options,
+        )
+    except TypeError:  # botocore older than 1.36: no such options, and no trailing checksums
+        return Config(**options)
+
+
+class Boto3Store:
+    """The bucket through boto3."""
+
+    def __init__(self, bucket: str) -> None:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.bucket = bucket
+        self.client_error = ClientError
+        self.errors = (BotoCoreError, ClientError)
+        endpoint = os.environ.get("ORCH_STORE_ENDPOINT", "").strip()
+        kwargs = {"config": client_config(endpoint)}
+        if endpoint:
+            kwargs["endpoint_url"] = endpoint
+        try:
+            self.client = boto3.client("s3", **kwargs)
+        except self.errors as exc:
+            raise StoreError("cannot make an S3 client: " + one_line(exc)) from exc
+
+    def _fail(self, what: str, exc: Exception) -> StoreError:
+        return StoreError(what + ": " + one_line(exc))
+
+    def get_bytes(self, key: str) -> bytes | None:
+        """The object's bytes, or None when there is no such key."""
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except self.client_error as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise self._fail(f"get s3://{self.bucket}/{key}", exc) from exc
+        except self.errors as exc:
+            raise self._fail(f"get s3://{self.bucket}/{key}", exc) from exc
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
+        except self.errors as exc:
+            raise self._fail(f"put s3://{self.bucket}/{key}", exc) from exc
+
+    def upload(self, path: str, key: str) -> None:
+        if not os.path.exists(path):
+            raise FileNotFoundError(path)
+        try:
+            self.client.upload_file(path, self.bucket, key)
+        except self.errors as exc:
+            raise self._fail(f"upload {path} to s3://{self.bucket}/{key}", exc) from exc
+
+    def download(self, key: str, path: str) -> None:
+        try:
+            self.client.download_file(self.bucket, key, path)
+        except self.errors as exc:
+            raise self._fail(f"download s3://{self.bucket}/{key}", exc) from exc
+
+    def list(self, prefix: str) -> list[str]:
+        keys = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            )
+            for page in pages:
+                keys.extend(item["Key"] for item in page.get("Contents", []))
+        except self.errors as exc:
+            raise self._fail(f"list s3://{self.bucket}/{prefix}", exc) from exc
+        return keys
+
+    def delete(self, key: str) -> None:
+        # One DeleteObject per key: DeleteObjects needs a Content-MD5 that OSS insists on and
+        # newer botocore no longer sends.
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except self.errors as exc:
+            raise self._fail(f"delete s3://{self.bucket}/{key}", exc) from exc
+
+
+class CliStore:
+    """The bucket through the `aws` CLI (`aws s3 cp/ls/rm`), for boxes without boto3."""
+
+    def __init__(self, bucket: str, aws: str) -> None:
+        self.bucket = bucket
+        self.command = [aws]
+        self.env = None
+        endpoint = os.environ.get("ORCH_STORE_ENDPOINT", "").strip()
+        if endpoint:
+            self.command += ["--endpoint-url", endpoint]
+        if is_oss(endpoint):  # see client_config; the CLI reads these from the environment
+            self.env = dict(
+                os.environ,
+                AWS_REQUEST_CHECKSUM_CALCULATION="when_required",
+                AWS_RESPONSE_CHECKSUM_VALIDATION="when_required",
+            )
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def _run(
+        self, args: list[str], data: bytes | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(
+                self.command + args,
+                input=data,
+                capture_output=True,
+                env=self.env,
+                timeout=timeout,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise StoreError("aws " + " ".join(args[:3]) + ": " + one_line(exc)) from exc
+
+    def _check(self, result: subprocess.CompletedProcess, what: str) -> None:
+        if result.returncode != 0:
+            detail = result.stderr.decode("utf-8", "replace").strip()
+            raise StoreError(f"{what}: aws exited {result.returncode}: {one_line(detail)}")
+
+    def get_bytes(self, key: str) -> bytes | None:
+        result = self._run(["s3", "cp", self.url(key), "-"], timeout=CLI_SMALL_TIMEOUT_S)
+        detail = result.stderr.decode("utf-8", "replace")
+        if result.returncode != 0 and ("(404)" in detail or "NoSuchKey" in detail):
+            # `s3 cp` answers a missing bucket with the same HeadObject 404 as a missing key;
+            # listing tells them apart (NoSuchBucket fails it).
+            self.list(key)
+            return None
+        self._check(result, "get " + self.url(key))
+        return result.stdout
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        result = self._run(
+            ["s3", "cp", "-", self.url(key), "--only-show-errors"],
+            data=data,
+            timeout=CLI_SMALL_TIMEOUT_S,
+        )
+        self._check(result, "put " + self.url(key))
+
+    def upload(self, path: str, key: str) -> None:
+        if not os.path.exists(path):
+            raise FileNotFoundError(path)
+        result = self._run(["s3", "cp", path, self.url(key), "--only-show-errors"])
+        if result.returncode != 0 and not os.path.exists(path):
+            raise FileNotFoundError(path)
+        self._check(result, f"upload {path} to {self.url(key)}")
+
+    def download(self, key: str, path: str) -> None:
+        result = self._run(["s3", "cp", self.url(key), path, "--only-show-errors"])
+        self._check(result, "download " + self.url(key))
+
+    def list(self, prefix: str) -> list[str]:
+        result = self._run(
+            ["s3", "ls", self.url(prefix), "--recursive"], timeout=CLI_SMALL_TIMEOUT_S
+        )
+        # `aws s3 ls` exits 1, saying nothing, when no key matches.
+        if result.returncode == 1 and not result.stdout.strip() and not result.stderr.strip():
+            return []
+        self._check(result, "list " + self.url(prefix))
+        keys = []
+        for line in result.stdout.decode("utf-8", "replace").splitlines():
+            fields = line.split(None, 3)  # date, time, size, key (keys may hold spaces)
+            if len(fields) == 4 and fields[3].startswith(prefix):
+                keys.append(fields[3])
+        return keys
+
+    def delete(self, key: str) -> None:
+        result = self._run(
+            ["s3", "rm", self.url(key), "--only-show-errors"], timeout=CLI_SMALL_TIMEOUT_S
+        )
+        self._check(result, "delete " + self.url(key))
+
+
+def open_store(bucket: str):  # noqa: ANN201 - a Boto3Store or a CliStore
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        aws = shutil.which("aws")
+        if aws is None:
+            raise NoClient(
+                "no S3 client on this box: neither the boto3 module nor the aws CLI was found"
+                " (pip install boto3, or install the AWS CLI)"
+            ) from None
+        return CliStore(bucket, aws)
+    return Boto3Store(bucket)
+
+
+# ------------------------------------------------------------------------------ layout
+
+
+def is_seq(text: str) -> bool:
+    return text.isdigit() and text.isascii()
+
+
+def seq_name(seq: int) -> str:
+    return str(seq).zfill(SEQ_WIDTH)
+
+
+class Layout:
+    """Where a checkpoint's pieces live under PREFIX/checkpoints/."""
+
+    def __init__(self, prefix: str) -> None:
+        self.root = (prefix + "/" if prefix else "") + "checkpoints/"
+
+    def latest(self) -> str:
+        return self.root + "LATEST"
+
+    def manifest(self, seq: int) -> str:
+        return self.root + seq_name(seq) + ".manifest.json"
+
+    def files(self, seq: int) -> str:
+        return self.root + seq_name(seq) + "/"
+
+    def file(self, seq: int, rel: str) -> str:
+        return self.files(seq) + rel
+
+
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+def scan_store(store, layout: Layout) -> tuple[set[int], dict[int, list[str]]]:
+    """(committed seqs: those with a manifest, {seq: the keys of its files}), in one listing."""
+    committed, files = set(), {}
+    for key in store.list(layout.root):
+        name = key[len(layout.root) :]
+        head, slash, _ = name.partition("/")
+        if slash and is_seq(head):
+            files.setdefault(int(head), []).append(key)
+        elif name.endswith(MANIFEST_SUFFIX) and is_seq(name[: -len(MANIFEST_SUFFIX)]):
+            committed.add(int(name[: -len(MANIFEST_SUFFIX)]))
+    return committed, files
+
+
+def read_latest(store, layout: Layout) -> int | None:
+    raw = store.get_bytes(layout.latest())
+    if raw is None:
+        return None
+    text = raw.decode("utf-8", "replace").strip()
+    if not is_seq(text):
+        raise BadCheckpoint(f"LATEST holds {text[:40]!r}, not a checkpoint number")
+    return int(text)
+
+
+def check_relpath(rel: object) -> str:
+    """A manifest's relative path, refused unless it stays inside the directory."""
+    if not isinstance(rel, str) or not rel or "\\" in rel or "\x00" in rel:
+        raise BadCheckpoint(f"unsafe path in manifest: {rel!r}")
+    if rel.startswith("/") or any(part in ("", ".", "..") for part in rel.split("/")):
+        raise BadCheckpoint(f"unsafe path in manifest: {rel!r}")
+    return rel
+
+
+def is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def parse_manifest(raw: bytes, seq: int) -> tuple[dict[str, int], dict[str, int]]:
+    """({relpath: size}, {relpath: mtime_ns}) of a manifest, validated."""
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadCheckpoint(f"manifest of checkpoint {seq_name(seq)} is not JSON") from exc
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        raise BadCheckpoint(f"manifest of checkpoint {seq_name(seq)} has no files")
+    if manifest.get("seq", seq) != seq:
+        raise BadCheckpoint(f"manifest of checkpoint {seq_name(seq)} names another seq")
+    files = {}
+    for rel, size in manifest["files"].items():
+        if not is_count(size):
+            raise BadCheckpoint(f"bad size for {rel!r} in checkpoint {seq_name(seq)}")
+        files[check_relpath(rel)] = size
+    mtimes = manifest.get("mtime_ns")
+    if not isinstance(mtimes, dict):
+        mtimes = {}
+    return files, {rel: ns for rel, ns in mtimes.items() if rel in files and is_count(ns)}
+
+
+# ------------------------------------------------------------------------------ upload
+
+
+def inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def scan_dir(root: str) -> dict[str, tuple[int, int]]:
+    """The regular files under root: {relpath: (size, mtime_ns)}.
+
+    Symlinked directories are not entered, symlinked files count only when their target is
+    inside root, and files that vanish while we look are left out.
+    """
+    found = {}
+    if not os.path.isdir(root):
+        return found
+    real_root = os.path.realpath(root)
+    for dirpath, _dirnames, filenames in os.walk(root):  # followlinks=False
+        for name in filenames:
+            if name.startswith(TMP_PREFIX):
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                if os.path.islink(path) and not inside(os.path.realpath(path), real_root):
+                    continue
+                info = os.stat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                found[rel] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+def upload_one(store, path: str, key: str) -> tuple[int, int] | None:
+    """Upload one file; its (size, mtime_ns) as uploaded, or None when it vanished."""
+    for _ in range(CHANGE_TRIES):
+        try:
+            before = os.stat(path)
+            store.upload(path, key)
+            after = os.stat(path)
+        except FileNotFoundError:
+            return None
+        if (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns):
+            return after.st_size, after.st_mtime_ns
+    raise FileChanging(f"{path} kept changing while it was uploaded")
+
+
+def upload(store, layout: Layout, root: str, snapshot=None):  # noqa: ANN201 - (seq, files)
+    """Upload root as a new checkpoint and commit it.
+
+    Returns (seq, {relpath: (size, mtime_ns)} as uploaded), or None when there was nothing.
+    """
+    snapshot = scan_dir(root) if snapshot is None else snapshot
+    if not snapshot:
+        return None
+    committed, files = scan_store(store, layout)
+    seq = max(committed | set(files) | {0}) + 1
+    uploaded = {}
+    for rel in sorted(snapshot):
+        got = upload_one(store, os.path.join(root, *rel.split("/")), layout.file(seq, rel))
+        if got is not None:
+            uploaded[rel] = got
+    if not uploaded:
+        return None
+    manifest = {
+        "seq": seq,
+        "files": {rel: size for rel, (size, _) in uploaded.items()},
+        "mtime_ns": {rel: ns for rel, (_, ns) in uploaded.items()},
+        "created": utc_now(),
+    }
+    store.put_bytes(layout.manifest(seq), json.dumps(manifest, sort_keys=True).encode())
+    store.put_bytes(layout.latest(), seq_name(seq).encode())  # the commit
+    try:
+        prune(store, layout, seq, committed | {seq}, files)
+    except StoreError as exc:  # committed all the same; the next prune tries again
+        warn(f"could not delete old checkpoints: {exc}")
+    return seq, uploaded
+
+
+def prune(store, layout: Layout, seq: int, committed: set[int], files: dict[int, list[str]]):
+    """Keep the newest KEEP committed checkpoints up to seq; delete older ones and leftovers.
+
+    `files` is the listing taken before seq was uploaded: complete for every older seq.
+    """
+    keep = set(sorted(s for s in committed if s <= seq)[-KEEP:])
+    for old in sorted(committed | set(files)):
+        if old in keep or old >= seq:
+            continue
+        if old in committed:  # the manifest first: no manifest ever lists deleted files
+            store.delete(layout.manifest(old))
+        for key in files.get(old, []):
+            store.delete(key)
+
+
+# ------------------------------------------------------------------------------ restore
+
+
+def fetch_file(store, key: str, root: str, real_root: str, rel: str, size: int) -> str:
+    """Download one file to root/rel through a temporary name; refuses to leave root."""
+    target = os.path.join(root, *rel.split("/"))
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    if not inside(os.path.realpath(parent), real_root):  # a symlink already in DIR
+        raise BadCheckpoint(f"refusing to write {rel!r}: it leads outside {root}")
+    handle, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=parent)
+    os.close(handle)
+    try:
+        store.download(key, tmp)
+        got = os.path.getsize(tmp)
+        if got != size:
+            raise StoreError(f"{key}: {got} bytes, the manifest says {size}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def restore(store, layout: Layout, root: str) -> tuple[int, int] | None:
+    """Download the latest committed checkpoint into root: (seq, files), or None if none."""
+    os.makedirs(root, exist_ok=True)
+    seq = read_latest(store, layout)
+    if seq is None:
+        return None
+    raw = store.get_bytes(layout.manifest(seq))
+    if raw is None:
+        raise BadCheckpoint(f"LATEST names checkpoint {seq_name(seq)}, which has no manifest")
+    files, mtimes = parse_manifest(raw, seq)
+    real_root = os.path.realpath(root)
+    for rel in sorted(files):
+        target = fetch_file(store, layout.file(seq, rel), root, real_root, rel, files[rel])
+        if rel in mtimes:  # so `watch` sees the restored files as already uploaded
+            os.utime(target, ns=(mtimes[rel], mtimes[rel]))
+    return seq, len(files)
+
+
+def store_signature(store, layout: Layout) -> dict[str, tuple[int, int]] | None:
+    """The latest committed checkpoint as scan_dir would see it once restored, if known."""
+    try:
+        seq = read_latest(store, layout)
+        raw = None if seq is None else store.get_bytes(layout.manifest(seq))
+        if seq is None or raw is None:
+            return None
+        files, mtimes = parse_manifest(raw, seq)
+    except (StoreError, BadCheckpoint):
+        return None
+    if set(mtimes) != set(files):
+        return None
+    return {rel: (files[rel], mtimes[rel]) for rel in files}
+
+
+# ------------------------------------------------------------------------------ metadata
+
+# Never through a proxy: the metadata services are link-local, and IMDS refuses proxied
+# token requests anyway.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http(method: str, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    data = b"" if method == "PUT" else None
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with _DIRECT.open(request, timeout=METADATA_TIMEOUT_S) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+class Metadata:
+    """One cloud's instance metadata service, asked for a spot interruption notice."""
+
+    def __init__(self, cloud: str, base: str | None = None) -> None:
+        self.cloud = cloud
+        self.spec = CLOUDS[cloud]
+        self.base = (base or self.spec["base"]).rstrip("/")
+        self.token = None
+        self.token_until = 0.0
+        self.last_error = ""
+
+    def _fetch_token(self) -> str | None:
+        headers = {self.spec["ttl_header"]: str(TOKEN_TTL_S)}
+        status, body = http("PUT", self.base + "/latest/api/token", headers)
+        if status != 200 or not body.strip():
+            return None
+        self.token = body.decode("ascii", "replace").strip()
+        self.token_until = time.monotonic() + TOKEN_TTL_S - TOKEN_MARGIN_S
+        return self.token
+
+    def _get_notice(self, token: str | None) -> tuple[int, bytes]:
+        headers = {self.spec["token_header"]: token} if token else {}
+        return http("GET", self.base + self.spec["notice_path"], headers)
+
+    def _notice(self) -> dict | None:
+        token = self.token if time.monotonic() < self.token_until else None
+        token = token or self._fetch_token()
+        status, body = self._get_notice(token)
+        if status in (401, 403):  # expired or revoked token (AWS: 401); fetch one and retry
+            status, body = self._get_notice(self._fetch_token())
+        if status != 200:
+            return None
+        return self.parse(body)
+
+    def parse(self, body: bytes) -> dict:
+        text = body.decode("utf-8", "replace").strip()
+        if self.cloud == "aliyun":  # the body is the reclaim time; ECS releases the instance
+            return {"action": "terminate", "time": text}
+        try:
+            notice = json.loads(text)
+        except ValueError:
+            notice = {}
+        if not isinstance(notice, dict):
+            notice = {}
+        return {"action": str(notice.get("action", "unknown")), "time": str(notice.get("time", ""))}
+
+    def notice(self) -> dict | None:
+        """The notice ({"action", "time"}), or None: also when the service does not answer."""
+        try:
+            return self._notice()
+        except (OSError, ValueError, HTTPException) as exc:  # refused, timed out, garbled
+            self.token = None
+            self.last_error = one_line(exc)
+            return None
+
+
+# ------------------------------------------------------------------------------ watch
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    # An exited process that its parent has not reaped yet still answers signal 0.
+    try:
+        with open(f"/proc/{pid}/stat") as source:
+            state = source.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+class Watcher:
+    """Uploads DIR when it changes, at once on a spot notice, and once more at the end."""
+
+    def __init__(self, store, layout: Layout, args: argparse.Namespace) -> None:
+        self.store = store
+        self.layout = layout
+        self.dir = args.dir
+        self.state_dir = args.state_dir
+        self.interval = args.interval
+        self.notice_poll = args.notice_poll
+        self.pid = args.pid
+        self.cloud = args.cloud
+        base = os.environ.get("ORCH_AGENT_METADATA_URL", "").strip() or None
+        self.metadata = Metadata(args.cloud, base)
+        self.notice = None
+        self.stopping = False
+        # What the store already holds (a restored DIR is not uploaded again).
+        self.signature = store_signature(store, layout)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def finished(self) -> bool:
+        return self.stopping or (self.pid is not None and not process_alive(self.pid))
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+        os.makedirs(self.state_dir, exist_ok=True)
+        now = time.monotonic()
+        next_upload, next_poll = now + self.interval, now
+        while not self.finished():
+            now = time.monotonic()
+            urgent = False
+            if self.notice is None and now >= next_poll:
+                next_poll = now + self.notice_poll
+                urgent = self.poll_notice()
+            if urgent or now >= next_upload:
+                ok = self.round()
+                # A failed round after a notice is tried again at the next notice poll.
+                wait = self.interval if ok or not urgent else min(self.interval, self.notice_poll)
+                next_upload = time.monotonic() + wait
+            time.sleep(TICK_S)
+        return self.finish()
+
+    def finish(self) -> int:
+        for attempt in range(FINAL_TRIES):
+            if self.round():
+                return 0
+            if attempt + 1 < FINAL_TRIES:
+                time.sleep(1.0)
+        warn("the final upload failed; the store keeps the previous checkpoint")
+        return 1
+
+    def poll_notice(self) -> bool:
+        """Ask for a spot interruption notice; True when one has just appeared."""
+        notice = self.metadata.notice()
+        if notice is None:
+            return False
+        self.notice = notice
+        record = dict(notice, cloud=self.cloud, seen_at=utc_now())
+        try:
+            write_json(os.path.join(self.state_dir, "interruption.json"), record)
+        except OSError as exc:
+            warn(f"cannot write interruption.json: {exc}")
+        when = notice["time"] or "an unknown time"
+        say(f"spot interruption notice ({self.cloud}: {notice['action']} at {when}); uploading now")
+        return True
+
+    def round(self) -> bool:
+        """Upload DIR if it changed since the last upload; False when the upload failed."""
+        snapshot = scan_dir(self.dir)
+        if not snapshot or snapshot == self.signature:
+            return True
+        try:
+            result = upload(self.store, self.layout, self.dir, snapshot)
+        except Exception as exc:  # never fatal: the training goes on, and so do we
+            warn(f"upload failed (retrying next round): {exc}")
+            return False
+        if result is None:
+            return True
+        seq, uploaded = result
+        self.signature = uploaded
+        record = {"seq": seq, "files": len(uploaded), "at": utc_now()}
+        try:
+            write_json(os.path.join(self.state_dir, "last_upload.json"), record)
+        except OSError as exc:
+            warn(f"cannot write last_upload.json: {exc}")
+        say(f"uploaded {len(uploaded)} files (checkpoint {seq_name(seq)})")
+        return True
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+def cmd_restore(store, layout: Layout, args: argparse.Namespace) -> int:
+    try:
+        result = restore(store, layout, args.dir)
+    except (StoreError, BadCheckpoint, OSError) as exc:
+        warn(f"restore failed: {exc}")
+        return 1
+    if result is None:
+        say(f"no checkpoint in {args.store}")
+    else:
+        say(f"restored {result[1]} files (checkpoint {seq_name(result[0])})")
+    return 0
+
+
+def cmd_upload(store, layout: Layout, args: argparse.Namespace) -> int:
+    try:
+        result = upload(store, layout, args.dir)
+    except (StoreError, BadCheckpoint, FileChanging, OSError) as exc:
+        warn(f"upload failed: {exc}")
+        return 1
+    if result is None:
+        say(f"nothing to upload in {args.dir}")
+    else:
+        say(f"uploaded {len(result[1])} files (checkpoint {seq_name(result[0])})")
+    return 0
+
+
+def cmd_watch(store, layout: Layout, args: argparse.Namespace) -> int:
+    return Watcher(store, layout, args).run()
+
+
+def positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="agent.py", description="orch's checkpoint agent")
+    commands = parser.add_subparsers(dest="command")
+    commands.required = True
+    for name, purpose in (
+        ("restore", "download the latest committed checkpoint into DIR"),
+        ("upload", "upload DIR now as a new checkpoint"),
+        ("watch", "upload DIR as it changes and on a spot interruption notice"),
+    ):
+        command = commands.add_parser(name, help=purpose)
+        command.add_argument("--dir", required=True)
+        command.add_argument("--store", required=True, help="s3://BUCKET/PREFIX")
+    watch = commands.choices["watch"]
+    watch.add_argument("--interval", type=positive, required=True)
+    watch.add_argument("--cloud", choices=sorted(CLOUDS), required=True)
+    watch.add_argument("--state-dir", required=True)
+    watch.add_argument("--pid", type=int)
+    watch.add_argument("--notice-poll", type=positive, default=5.0)
+    return parser.parse_args(argv)
+
+
+COMMANDS = {"restore": cmd_restore, "upload": cmd_upload, "watch": cmd_watch}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        bucket, prefix = parse_store(args.store)
+    except ValueError as exc:
+        warn(str(exc))
+        return 2
+    try:
+        store = open_store(bucket)
+    except NoClient as exc:
+        warn(str(exc))
+        return 2
+    except StoreError as exc:
+        warn(str(exc))
+        return 1
+    return COMMANDS[args.command](store, Layout(prefix), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,735 @@
+"""The checkpoint agent (orchestrator/run/agent.py), run as the box runs it: a subprocess of its
+own, against a real moto server over HTTP and the metadata stand-in (tests/sim/metadata.py).
+
+moto is a prerequisite (tests.support.require: skipped locally without it, fatal in CI).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.run import agent as agent_module
+from tests.e2e.conftest import free_port, moto_server_binary, wait_for_http
+from tests.sim.metadata import MetadataService
+from tests.support import require
+
+REPO = Path(__file__).resolve().parents[2]
+AGENT = REPO / "orchestrator" / "run" / "agent.py"
+PREFIX = "jobs/run-1"
+NO_CLIENT = "no S3 client on this box"
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    binary = moto_server_binary()
+    require(binary, "moto_server (pip install 'moto[server]')")
+    assert binary is not None
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(
+            [binary, "-p", str(port), "-H", "127.0.0.1"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        if not wait_for_http(f"{url}/moto-api/data.json"):
+            pytest.fail(f"moto_server did not start: {log.read_text()[-2000:]}")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture(scope="module")
+def metadata() -> Iterator[MetadataService]:
+    with MetadataService() as service:
+        yield service
+
+
+@pytest.fixture
+def md(metadata: MetadataService) -> MetadataService:
+    """The module's metadata stand-in, without notices, tokens or recorded requests."""
+    metadata.clear()
+    metadata.revoke_tokens()
+    metadata.requests.clear()
+    return metadata
+
+
+@pytest.fixture
+def env(moto_url: str, metadata: MetadataService) -> dict[str, str]:
+    """The box's environment: credentials and endpoint from standard variables only."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORCH_"))}
+    base.update(
+        AWS_ENDPOINT_URL=moto_url,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_DEFAULT_REGION="us-east-1",
+        ORCH_AGENT_METADATA_URL=metadata.url,
+    )
+    return base
+
+
+@pytest.fixture
+def s3(moto_url: str):  # noqa: ANN201 - a boto3 client
+    boto3 = pytest.importorskip("boto3")
+    return boto3.client(
+        "s3",
+        endpoint_url=moto_url,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def bucket(s3) -> str:  # noqa: ANN001
+    name = "ckpt-" + uuid.uuid4().hex[:12]
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def store(bucket: str) -> str:
+    return f"s3://{bucket}/{PREFIX}"
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def run_agent(
+    env: dict[str, str], *args: str, python: str = sys.executable, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, str(AGENT), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def start_watch(
+    env: dict[str, str],
+    source: Path,
+    store: str,
+    state: Path,
+    *,
+    interval: float,
+    cloud: str = "aws",
+    poll: float | None = None,
+    pid: int | None = None,
+) -> subprocess.Popen[str]:
+    args = ["--dir", str(source), "--store", store, "--state-dir", str(state)]
+    args += ["--interval", str(interval), "--cloud", cloud]
+    if poll is not None:
+        args += ["--notice-poll", str(poll)]
+    if pid is not None:
+        args += ["--pid", str(pid)]
+    return subprocess.Popen(
+        [sys.executable, str(AGENT), "watch", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    """SIGTERM the agent and collect (exit status, stdout, stderr)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    return process.returncode, out, err
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def keys(s3, bucket: str) -> list[str]:  # noqa: ANN001
+    listing = s3.list_objects_v2(Bucket=bucket, Prefix=PREFIX + "/")
+    return sorted(item["Key"][len(PREFIX) + 1 :] for item in listing.get("Contents", []))
+
+
+def latest(s3, bucket: str) -> str:  # noqa: ANN001
+    return s3.get_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/LATEST")["Body"].read().decode()
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def last_seq(state: Path) -> int | None:
+    record = read_json(state / "last_upload.json")
+    return None if record is None else record["seq"]
+
+
+def checkpoint_dir(root: Path) -> Path:
+    """A training job's output: nested directories, binary data, an empty file."""
+    (root / "model" / "shards").mkdir(parents=True)
+    (root / "model" / "shards" / "part-0.bin").write_bytes(os.urandom(300_000))
+    (root / "model" / "shards" / "part-1.bin").write_bytes(bytes(range(256)) * 64)
+    (root / "model" / "config.json").write_text('{"step": 500}')
+    (root / "optimizer.pt").write_bytes(os.urandom(4096))
+    (root / "empty.marker").write_bytes(b"")
+    return root
+
+
+def boto3_blocker(tmp_path: Path) -> Path:
+    """A PYTHONPATH entry that makes `import boto3` raise ImportError."""
+    shim = tmp_path / "no-boto3"
+    (shim / "boto3").mkdir(parents=True)
+    (shim / "boto3" / "__init__.py").write_text("raise ImportError('boto3 is not installed')\n")
+    return shim
+
+
+def manifest(seq: int, files: dict[str, int]) -> bytes:
+    return json.dumps({"seq": seq, "files": files, "created": "2026-12-03T12:00:00Z"}).encode()
+
+
+def put_checkpoint(s3, bucket: str, seq: int, files: dict[str, bytes], commit: bool) -> None:  # noqa: ANN001
+    """Write a checkpoint by hand: its files, and with commit its manifest and LATEST."""
+    name = f"{seq:08d}"
+    for rel, data in files.items():
+        s3.put_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/{name}/{rel}", Body=data)
+    if commit:
+        sizes = {rel: len(data) for rel, data in files.items()}
+        s3.put_object(
+            Bucket=bucket,
+            Key=f"{PREFIX}/checkpoints/{name}.manifest.json",
+            Body=manifest(seq, sizes),
+        )
+        s3.put_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/LATEST", Body=name.encode())
+
+
+# ------------------------------------------------------------------------------ upload / restore
+
+
+def test_upload_then_restore_gives_identical_bytes(env, s3, bucket, store, tmp_path) -> None:
+    source = checkpoint_dir(tmp_path / "out")
+    up = run_agent(env, "upload", "--dir", str(source), "--store", store)
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip() == "orch-agent: uploaded 5 files (checkpoint 00000001)"
+    assert keys(s3, bucket) == [
+        "checkpoints/00000001.manifest.json",
+        "checkpoints/00000001/empty.marker",
+        "checkpoints/00000001/model/config.json",
+        "checkpoints/00000001/model/shards/part-0.bin",
+        "checkpoints/00000001/model/shards/part-1.bin",
+        "checkpoints/00000001/optimizer.pt",
+        "checkpoints/LATEST",
+    ]
+    assert latest(s3, bucket) == "00000001"
+    body = s3.get_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/00000001.manifest.json")
+    recorded = json.loads(body["Body"].read())
+    assert recorded["seq"] == 1
+    assert recorded["files"]["model/shards/part-0.bin"] == 300_000
+    assert recorded["files"]["empty.marker"] == 0
+
+    target = tmp_path / "fresh" / "ckpt"  # its parent does not exist either
+    down = run_agent(env, "restore", "--dir", str(target), "--store", store)
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.strip() == "orch-agent: restored 5 files (checkpoint 00000001)"
+    assert tree(target) == tree(source)
+    assert not [p for p in target.rglob("*") if p.name.startswith(".orch-agent-tmp")]
+
+
+def test_restore_without_checkpoint(env, store, tmp_path) -> None:
+    result = run_agent(env, "restore", "--dir", str(tmp_path / "ckpt"), "--store", store)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"orch-agent: no checkpoint in {store}"
+    assert (tmp_path / "ckpt").is_dir()
+
+
+def test_restore_from_a_missing_bucket_fails_with_one_line(env, tmp_path) -> None:
+    store = "s3://no-such-bucket-" + uuid.uuid4().hex[:8] + "/x"
+    result = run_agent(env, "restore", "--dir", str(tmp_path / "ckpt"), "--store", store)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("orch-agent: restore failed:")
+    assert "NoSuchBucket" in lines[0]
+
+
+def test_upload_of_an_empty_dir_commits_nothing(env, s3, bucket, store, tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    for directory in (tmp_path / "empty", tmp_path / "missing"):
+        result = run_agent(env, "upload", "--dir", str(directory), "--store", store)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"orch-agent: nothing to upload in {directory}"
+    assert keys(s3, bucket) == []
+
+
+def test_half_written_checkpoint_is_never_restored(env, s3, bucket, store, tmp_path) -> None:
+    put_checkpoint(s3, bucket, 1, {"weights.bin": b"good" * 100}, commit=True)
+    # A writer that died after the files (2) and one that died before LATEST (3).
+    put_checkpoint(s3, bucket, 2, {"weights.bin": b"torn"}, commit=False)
+    s3.put_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/00000003/weights.bin", Body=b"late")
+    s3.put_object(
+        Bucket=bucket,
+        Key=f"{PREFIX}/checkpoints/00000003.manifest.json",
+        Body=manifest(3, {"weights.bin": 4}),
+    )
+
+    result = run_agent(env, "restore", "--dir", str(tmp_path / "ckpt"), "--store", store)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "orch-agent: restored 1 files (checkpoint 00000001)"
+    assert tree(tmp_path / "ckpt") == {"weights.bin": b"good" * 100}
+
+    # The next upload takes a number no one used and clears the leftovers below it.
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "weights.bin").write_bytes(b"next")
+    up = run_agent(env, "upload", "--dir", str(tmp_path / "new"), "--store", store)
+    assert up.stdout.strip() == "orch-agent: uploaded 1 files (checkpoint 00000004)"
+    assert keys(s3, bucket) == [
+        "checkpoints/00000003.manifest.json",
+        "checkpoints/00000003/weights.bin",
+        "checkpoints/00000004.manifest.json",
+        "checkpoints/00000004/weights.bin",
+        "checkpoints/LATEST",
+    ]
+
+
+@pytest.mark.parametrize("bad", ["../x", "/etc/cron.d/x"])
+def test_manifest_with_an_unsafe_path_is_refused(env, s3, bucket, store, tmp_path, bad) -> None:
+    put_checkpoint(s3, bucket, 1, {"ok.bin": b"fine", bad: b"evil"}, commit=True)
+    target = tmp_path / "deep" / "ckpt"
+    result = run_agent(env, "restore", "--dir", str(target), "--store", store)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unsafe path in manifest" in lines[0]
+    assert repr(bad) in lines[0]
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written == []  # refused before anything was downloaded
+
+
+def test_retention_keeps_the_newest_two(env, s3, bucket, store, tmp_path) -> None:
+    source = tmp_path / "out"
+    source.mkdir()
+    for step in range(1, 4):
+        (source / "step.txt").write_text(f"step {step}")
+        result = run_agent(env, "upload", "--dir", str(source), "--store", store)
+        assert result.stdout.strip() == f"orch-agent: uploaded 1 files (checkpoint {step:08d})"
+    assert keys(s3, bucket) == [
+        "checkpoints/00000002.manifest.json",
+        "checkpoints/00000002/step.txt",
+        "checkpoints/00000003.manifest.json",
+        "checkpoints/00000003/step.txt",
+        "checkpoints/LATEST",
+    ]
+    run_agent(env, "restore", "--dir", str(tmp_path / "back"), "--store", store)
+    assert (tmp_path / "back" / "step.txt").read_text() == "step 3"
+
+
+def test_symlinks_leading_out_of_the_dir_are_not_uploaded(env, s3, bucket, store, tmp_path) -> None:
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "key.pem").write_text("private")
+    source = tmp_path / "out"
+    source.mkdir()
+    (source / "weights.bin").write_bytes(b"w" * 10)
+    (source / "alias.bin").symlink_to(source / "weights.bin")  # inside: uploaded as a file
+    (source / "leak.pem").symlink_to(outside / "key.pem")
+    (source / "leakdir").symlink_to(outside)
+    result = run_agent(env, "upload", "--dir", str(source), "--store", store)
+    assert result.returncode == 0, result.stderr
+    assert keys(s3, bucket) == [
+        "checkpoints/00000001.manifest.json",
+        "checkpoints/00000001/alias.bin",
+        "checkpoints/00000001/weights.bin",
+        "checkpoints/LATEST",
+    ]
+
+
+def test_store_endpoint_variable_is_honoured(env, moto_url, bucket, store, tmp_path) -> None:
+    env = {k: v for k, v in env.items() if k != "AWS_ENDPOINT_URL"}
+    env["ORCH_STORE_ENDPOINT"] = moto_url
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "a.bin").write_bytes(b"abc")
+    up = run_agent(env, "upload", "--dir", str(tmp_path / "out"), "--store", store)
+    assert up.returncode == 0, up.stderr
+    down = run_agent(env, "restore", "--dir", str(tmp_path / "back"), "--store", store)
+    assert down.returncode == 0, down.stderr
+    assert tree(tmp_path / "back") == {"a.bin": b"abc"}
+
+
+# ------------------------------------------------------------------------------ watch
+
+
+def test_watch_uploads_periodically_and_only_when_changed(env, s3, bucket, store, md, tmp_path):
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    (source / "step.txt").write_text("1")
+    process = start_watch(env, source, store, state, interval=0.3, poll=0.5)
+    try:
+        assert wait_until(lambda: last_seq(state) == 1), process.stderr
+        time.sleep(1.0)  # three intervals without a change
+        assert last_seq(state) == 1
+        assert latest(s3, bucket) == "00000001"
+        (source / "step.txt").write_text("2")
+        (source / "new.bin").write_bytes(b"n")
+        assert wait_until(lambda: last_seq(state) == 2)
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+    assert out.splitlines()[:2] == [
+        "orch-agent: uploaded 1 files (checkpoint 00000001)",
+        "orch-agent: uploaded 2 files (checkpoint 00000002)",
+    ]
+    record = read_json(state / "last_upload.json")
+    assert record is not None and record["files"] == 2 and record["at"].endswith("Z")
+    assert latest(s3, bucket) == "00000002"
+    assert not (state / "interruption.json").exists()
+    assert ("GET", "/latest/meta-data/spot/instance-action") in md.requests
+
+
+def test_watch_does_not_upload_a_freshly_restored_dir_again(env, s3, bucket, store, md, tmp_path):
+    source = checkpoint_dir(tmp_path / "out")
+    assert run_agent(env, "upload", "--dir", str(source), "--store", store).returncode == 0
+    target, state = tmp_path / "box", tmp_path / "state"
+    assert run_agent(env, "restore", "--dir", str(target), "--store", store).returncode == 0
+    process = start_watch(env, target, store, state, interval=0.2)
+    time.sleep(1.0)
+    code, out, err = stop(process)
+    assert code == 0, err
+    assert out == ""
+    assert latest(s3, bucket) == "00000001"
+
+
+@pytest.mark.parametrize("cloud", ["aws", "aliyun"])
+def test_spot_notice_triggers_an_immediate_upload(env, s3, bucket, store, md, tmp_path, cloud):
+    source, state = tmp_path / "out", tmp_path / "state"
+    checkpoint_dir(source)
+    process = start_watch(env, source, store, state, interval=600, cloud=cloud, poll=0.2)
+    try:
+        notice_path = {
+            "aws": "/latest/meta-data/spot/instance-action",
+            "aliyun": "/latest/meta-data/instance/spot/termination-time",
+        }[cloud]
+        assert wait_until(lambda: md.paths("GET").count(notice_path) >= 2)
+        assert last_seq(state) is None  # the interval is far off
+        if cloud == "aws":
+            md.notice_aws(action="stop", at=None)
+        else:
+            md.notice_aliyun()
+        assert wait_until(lambda: last_seq(state) == 1, timeout=5)
+        assert process.poll() is None  # and it keeps going
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+    interruption = read_json(state / "interruption.json")
+    assert interruption is not None
+    assert interruption["cloud"] == cloud
+    assert interruption["action"] == ("stop" if cloud == "aws" else "terminate")
+    assert interruption["time"].endswith("Z") and interruption["seen_at"].endswith("Z")
+    assert f"spot interruption notice ({cloud}: " in out
+    assert "orch-agent: uploaded 5 files (checkpoint 00000001)" in out
+    # Every notice request carried a token (orch's boxes require one on both clouds).
+    assert ("PUT", "/latest/api/token") in md.requests
+    assert len([k for k in keys(s3, bucket) if k.startswith("checkpoints/00000001/")]) == 5
+
+
+def test_watch_fetches_a_new_token_when_the_old_one_stops_working(env, store, md, tmp_path):
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    (source / "a.bin").write_bytes(b"a")
+    process = start_watch(env, source, store, state, interval=600, poll=0.2)
+    try:
+        assert wait_until(lambda: len(md.paths("GET")) >= 2)
+        assert md.paths("PUT") == ["/latest/api/token"]  # one token serves many polls
+        md.revoke_tokens()
+        md.notice_aws(action="terminate")
+        assert wait_until(lambda: read_json(state / "interruption.json") is not None)
+    finally:
+        code, _, err = stop(process)
+    assert code == 0, err
+    assert len(md.paths("PUT")) == 2
+
+
+def test_watch_exits_with_a_final_upload_when_the_training_process_exits(
+    env, s3, bucket, store, md, tmp_path
+):
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    process = start_watch(env, source, store, state, interval=600, cloud="aliyun", pid=trainer.pid)
+    try:
+        time.sleep(0.8)
+        assert process.poll() is None
+        (source / "final.bin").write_bytes(b"last words")
+        trainer.kill()  # not reaped yet: a zombie still answers kill(pid, 0)
+        out, err = process.communicate(timeout=15)
+    finally:
+        trainer.wait()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert out.strip() == "orch-agent: uploaded 1 files (checkpoint 00000001)"
+    assert last_seq(state) == 1
+    body = s3.get_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/00000001/final.bin")
+    assert body["Body"].read() == b"last words"
+
+
+def test_sigterm_uploads_once_more_and_a_silent_metadata_service_is_no_notice(
+    env, s3, bucket, store, tmp_path
+):
+    env = dict(env, ORCH_AGENT_METADATA_URL=f"http://127.0.0.1:{free_port()}")  # nobody there
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    process = start_watch(env, source, store, state, interval=600, poll=0.1)
+    time.sleep(0.8)
+    (source / "late.bin").write_bytes(b"written just before the end")
+    code, out, err = stop(process)
+    assert code == 0, err
+    assert out.strip() == "orch-agent: uploaded 1 files (checkpoint 00000001)"
+    assert not (state / "interruption.json").exists()
+    assert latest(s3, bucket) == "00000001"
+
+
+def test_watch_survives_storage_errors_and_retries(env, s3, bucket, store, md, tmp_path):
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    (source / "a.bin").write_bytes(b"a")
+    missing = f"s3://{bucket}-later/{PREFIX}"
+    process = start_watch(env, source, missing, state, interval=0.2)
+    try:
+        time.sleep(1.0)
+        assert process.poll() is None  # errors are not fatal
+        s3.create_bucket(Bucket=f"{bucket}-later")
+        assert wait_until(lambda: last_seq(state) == 1)
+    finally:
+        code, _, err = stop(process)
+    assert code == 0
+    assert "upload failed (retrying next round)" in err
+    assert "NoSuchBucket" in err
+
+
+# ------------------------------------------------------------------------------ no boto3
+
+
+def test_without_boto3_or_the_aws_cli_it_exits_2_with_one_line(env, store, tmp_path) -> None:
+    env = dict(env, PYTHONPATH=str(boto3_blocker(tmp_path)), PATH=str(tmp_path / "empty-bin"))
+    for args in (
+        ["restore", "--dir", str(tmp_path / "d"), "--store", store],
+        ["upload", "--dir", str(tmp_path), "--store", store],
+        ["watch", "--dir", str(tmp_path), "--store", store, "--interval", "1"]
+        + ["--cloud", "aws", "--state-dir", str(tmp_path / "s")],
+    ):
+        result = run_agent(env, *args)
+        assert result.returncode == 2, result.stderr
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("orch-agent: " + NO_CLIENT)
+        assert "boto3" in lines[0] and "aws CLI" in lines[0]
+
+
+def test_without_boto3_it_falls_back_to_the_aws_cli(env, s3, bucket, store, tmp_path) -> None:
+    aws = shutil.which("aws")
+    if aws is None or subprocess.run([aws, "--version"], capture_output=True).returncode:
+        pytest.skip("no working aws CLI on PATH (the fallback's round trip needs one)")
+    env = dict(env, PYTHONPATH=str(boto3_blocker(tmp_path)))
+    source = tmp_path / "out"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "blob.bin").write_bytes(os.urandom(2048))
+    up = run_agent(env, "upload", "--dir", str(source), "--store", store)
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip() == "orch-agent: uploaded 1 files (checkpoint 00000001)"
+    down = run_agent(env, "restore", "--dir", str(tmp_path / "back"), "--store", store)
+    assert down.returncode == 0, down.stderr
+    assert tree(tmp_path / "back") == tree(source)
+
+
+# ------------------------------------------------------------------------------ the file itself
+
+
+def stdlib_names() -> set[str]:
+    return set(sys.stdlib_module_names)
+
+
+def test_agent_is_python38_syntax_and_imports_only_stdlib_and_boto3() -> None:
+    source = AGENT.read_text()
+    parsed = ast.parse(source, feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(parsed):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported - stdlib_names() == {"boto3", "botocore"}
+    assert "removeprefix" not in source and "removesuffix" not in source
+
+
+def python38() -> str | None:
+    candidates = [shutil.which("python3.8") or ""]
+    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))
+    for candidate in candidates:
+        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def test_agent_runs_under_python38(env, store, tmp_path) -> None:
+    python = python38()
+    if python is None:
+        pytest.skip("no Python 3.8 interpreter here")
+    env = dict(env, PATH=str(tmp_path / "empty-bin"), PYTHONPATH=str(boto3_blocker(tmp_path)))
+    result = run_agent(env, "restore", "--dir", str(tmp_path), "--store", store, python=python)
+    assert result.returncode == 2, result.stderr
+    assert NO_CLIENT in result.stderr
+
+
+@pytest.mark.parametrize(
+    "bad", ["../x", "a/../../x", "/abs", "a//b", "./a", "a/.", "", "a\\..\\x", "nul\x00"]
+)
+def test_relative_paths_from_the_store_are_checked(bad: str) -> None:
+    with pytest.raises(agent_module.BadCheckpoint, match="unsafe path"):
+        agent_module.check_relpath(bad)
+    raw = json.dumps({"seq": 3, "files": {"ok/a.bin": 1, bad: 2}}).encode()
+    with pytest.raises(agent_module.BadCheckpoint):
+        agent_module.parse_manifest(raw, 3)
+
+
+def test_manifests_are_validated() -> None:
+    good = {"seq": 3, "files": {"a/b.bin": 10, "c": 0}, "mtime_ns": {"c": 5, "zz": 1}}
+    files, mtimes = agent_module.parse_manifest(json.dumps(good).encode(), 3)
+    assert files == {"a/b.bin": 10, "c": 0} and mtimes == {"c": 5}
+    with pytest.raises(agent_module.BadCheckpoint):
+        agent_module.check_relpath(7)
+    for bad in (
+        b"not json",
+        b"[]",
+        json.dumps({"seq": 4, "files": {}}).encode(),  # names another checkpoint
+        json.dumps({"seq": 3, "files": {"a": -1}}).encode(),
+        json.dumps({"seq": 3, "files": {"a": True}}).encode(),
+        json.dumps({"seq": 3, "files": {"a": "10"}}).encode(),
+    ):
+        with pytest.raises(agent_module.BadCheckpoint):
+            agent_module.parse_manifest(bad, 3)
+
+
+class MemoryStore:
+    """The store interface over a dict, calling `on_upload(path)` before each file upload."""
+
+    def __init__(self, on_upload: Callable[[str], None] = lambda path: None) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.on_upload = on_upload
+
+    def get_bytes(self, key: str) -> bytes | None:
+        return self.objects.get(key)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self.objects[key] = data
+
+    def upload(self, path: str, key: str) -> None:
+        self.on_upload(path)
+        self.objects[key] = Path(path).read_bytes()
+
+    def download(self, key: str, path: str) -> None:
+        Path(path).write_bytes(self.objects[key])
+
+    def list(self, prefix: str) -> list[str]:
+        return sorted(k for k in self.objects if k.startswith(prefix))
+
+    def delete(self, key: str) -> None:
+        del self.objects[key]
+
+
+def test_files_that_vanish_mid_upload_are_left_out(tmp_path: Path) -> None:
+    for name in ("a.bin", "b.bin", "c.bin"):
+        (tmp_path / name).write_bytes(name.encode())
+
+    def trainer_deletes_b(path: str) -> None:
+        if path.endswith("a.bin"):
+            (tmp_path / "b.bin").unlink()  # between the scan and b's turn
+
+    store = MemoryStore(trainer_deletes_b)
+    layout = agent_module.Layout("p")
+    seq, uploaded = agent_module.upload(store, layout, str(tmp_path))
+    assert seq == 1 and sorted(uploaded) == ["a.bin", "c.bin"]
+    manifest = json.loads(store.objects["p/checkpoints/00000001.manifest.json"])
+    assert manifest["files"] == {"a.bin": 5, "c.bin": 5}
+    assert store.objects["p/checkpoints/LATEST"] == b"00000001"
+
+
+def test_a_file_rewritten_during_its_upload_is_uploaded_again(tmp_path: Path) -> None:
+    target = tmp_path / "model.bin"
+    target.write_bytes(b"old")
+    rewrites = []
+
+    def trainer_rewrites_once(path: str) -> None:
+        if not rewrites:
+            rewrites.append(path)
+            target.write_bytes(b"new and longer")
+            os.utime(target, ns=(1, 1))
+
+    store = MemoryStore(trainer_rewrites_once)
+    agent_module.upload(store, agent_module.Layout(""), str(tmp_path))
+    assert store.objects["checkpoints/00000001/model.bin"] == b"new and longer"
+    manifest = json.loads(store.objects["checkpoints/00000001.manifest.json"])
+    assert manifest["files"] == {"model.bin": 14} and manifest["mtime_ns"] == {"model.bin": 1}
+
+
+def test_a_file_that_never_settles_is_not_committed(tmp_path: Path) -> None:
+    target = tmp_path / "model.bin"
+    target.write_bytes(b"0")
+    count = iter(range(1, 100))
+
+    def trainer_keeps_writing(path: str) -> None:
+        target.write_bytes(b"x" * next(count))  # a new size each time: mtimes are coarse
+
+    store = MemoryStore(trainer_keeps_writing)
+    with pytest.raises(agent_module.FileChanging):
+        agent_module.upload(store, agent_module.Layout(""), str(tmp_path))
+    assert "checkpoints/LATEST" not in store.objects
+    assert not [k for k in store.objects if k.endswith(".manifest.json")]
+
+
+def test_oss_endpoints_get_virtual_hosted_addressing() -> None:
+    pytest.importorskip("botocore")
+    oss = agent_module.client_config("https://oss-cn-hangzhou.aliyuncs.com")
+    assert oss.s3 == {"addressing_style": "virtual"}
+    assert oss.signature_version == "s3"
+    assert oss.request_checksum_calculation == "when_required"
+    other = agent_module.client_config("http://127.0.0.1:9000")
+    assert not (other.s3 or {}).get("addressing_style")
+    assert other.signature_version is None
