@@ -223,7 +223,9 @@ class Run:
                     "reclaimed" if lost.state.spot_reclaimed else "lost", lost.message
                 )
                 allowed = self.request.spot_recovery + (1 if self.request.fallback_on_demand else 0)
-                if recoveries >= allowed:
+                # Only the spot service's reclaim is recovered from: a box someone terminated
+                # or stopped was meant to go.
+                if recoveries >= allowed or not lost.state.spot_reclaimed:
                     raise
                 recoveries += 1
                 self.say(
@@ -356,8 +358,14 @@ class Run:
             self._close_attempt("detached")
             self.report.exit_code = 0
             return
-        self._follow(box, transport)
-        status = self._final_status(transport)
+        try:
+            self._follow(box, transport)
+            status = self._final_status(transport)
+        except BoxLost:
+            raise
+        except OrchError as exc:
+            self._raise_if_lost(box, exc)
+            raise
         code = status.exit_code if status.exit_code is not None else EXIT_FAILURE
         self.report.exit_code = code
         step = status.step

@@ -295,6 +295,7 @@ class CapacityProxy:
         self.upstream = urlparse(upstream)
         self.refuse: dict[str, str] = {}  # instance type -> error code
         self.refused: list[str] = []
+        self.spot_reclaimed: set[str] = set()  # instance ids the "spot service" took back
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -324,7 +325,7 @@ class CapacityProxy:
                 data = response.read()
                 skip = ("transfer-encoding", "connection", "content-length")
                 kept = {k: v for k, v in response.getheaders() if k.lower() not in skip}
-                self._send(response.status, kept, data)
+                self._send(response.status, kept, proxy.rewrite(body, data))
                 upstream.close()
 
             def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
@@ -338,6 +339,13 @@ class CapacityProxy:
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
 
         return Handler
+
+    def rewrite(self, body: bytes, data: bytes) -> bytes:
+        """DescribeInstances: instances in `spot_reclaimed` carry the StateReason EC2 gives a
+        reclaimed spot instance (moto can only terminate as the user does)."""
+        if not self.spot_reclaimed or b"Action=DescribeInstances" not in body:
+            return data
+        return reclaimed_state_reason(data, self.spot_reclaimed)
 
     def refusal(self, body: bytes) -> bytes | None:
         if b"Action=RunInstances" not in body:
@@ -371,6 +379,33 @@ class CapacityProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_StateReason.html
+SPOT_TERMINATION = "Server.SpotInstanceTermination"
+
+
+def reclaimed_state_reason(data: bytes, instance_ids: set[str]) -> bytes:
+    """Set stateReason of these instances (in a DescribeInstances answer) to a spot reclaim."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(data)
+    namespace = root.tag.partition("}")[0] + "}" if root.tag.startswith("{") else ""
+    ET.register_namespace("", namespace.strip("{}"))
+    for item in root.iter(f"{namespace}item"):
+        instance_id = item.findtext(f"{namespace}instanceId")
+        if instance_id not in instance_ids:
+            continue
+        reason = item.find(f"{namespace}stateReason")
+        if reason is None:
+            reason = ET.SubElement(item, f"{namespace}stateReason")
+        for child in list(reason):
+            reason.remove(child)
+        ET.SubElement(reason, f"{namespace}code").text = SPOT_TERMINATION
+        ET.SubElement(
+            reason, f"{namespace}message"
+        ).text = f"{SPOT_TERMINATION}: Spot instance termination"
+    return ET.tostring(root, xml_declaration=True, encoding="UTF-8")
 
 
 @pytest.fixture(scope="session")

@@ -278,3 +278,114 @@ def test_existing_box_detach_logs_stop_wait_ssh_and_reconnects(
 
     ok(orch("down", "kept", env=env))
     assert not (home / "ssh" / "kept.conf").exists()
+
+
+COUNTER_PY = """\
+import json, os, pathlib, sys, time
+ckpt = pathlib.Path(os.environ["ORCH_CHECKPOINT_DIR"])
+state = ckpt / "state.json"
+done = json.loads(state.read_text())["done"] if state.exists() else []
+print(f"attempt={os.environ['ORCH_ATTEMPT']} resumed={os.environ['ORCH_RESUMED']} "
+      f"from={len(done)}", flush=True)
+target, delay = int(sys.argv[1]), float(sys.argv[2])
+for n in range(len(done) + 1, target + 1):
+    time.sleep(delay)
+    done.append(n)
+    tmp = ckpt / "state.json.tmp"
+    tmp.write_text(json.dumps({"done": done}))
+    os.replace(tmp, state)  # a checkpoint is whole or absent
+    print(f"count {n}", flush=True)
+pathlib.Path("outputs").mkdir(exist_ok=True)
+pathlib.Path("outputs", "count.json").write_text(json.dumps(done))
+"""
+
+
+def checkpointed_count(s3: Any) -> int:
+    """How far the newest committed checkpoint in the store got."""
+    listing = s3.list_objects_v2(Bucket="ckpt", Prefix="runs/")["Contents"]
+    latest = next(o["Key"] for o in listing if o["Key"].endswith("/checkpoints/LATEST"))
+    seq = s3.get_object(Bucket="ckpt", Key=latest)["Body"].read().decode().strip()
+    state = s3.get_object(Bucket="ckpt", Key=latest.replace("LATEST", f"{seq}/state.json"))
+    return len(json.loads(state["Body"].read())["done"])
+
+
+def wait_until(predicate: Any, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
+    orch_process, ec2, s3, aws_env, box_server, capacity_proxy, tmp_path
+):
+    from tests.sim.metadata import MetadataService
+
+    s3.create_bucket(Bucket="ckpt")
+    routes = sshbox.route_every_host(box_server, tmp_path / "routes")
+    box_home = tmp_path / "box-home"
+    with MetadataService() as metadata:
+        # What a real box has: credentials from its instance role (moto's S3 here) and the
+        # metadata service (the test-only stand-in, where the spot notice comes from).
+        sshbox.set_box_environment(
+            box_server,
+            box_home,
+            {
+                "AWS_ENDPOINT_URL": aws_env["AWS_ENDPOINT_URL"],
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "ORCH_AGENT_METADATA_URL": metadata.url,
+            },
+        )
+        env = {**aws_env, "AWS_ENDPOINT_URL": capacity_proxy.url, "ORCH_SSH_CONFIG": str(routes)}
+        workdir = tmp_path / "project"
+        workdir.mkdir()
+        (workdir / "counter.py").write_text(COUNTER_PY)
+        plan = plan_file(tmp_path, candidate("g5.xlarge", "spot", price_per_hour=0.4))
+        proc = orch_process(
+            *run_args(plan, "run-spot", workdir, "--checkpoint-dir", "ckpt",
+                      "--store", "s3://ckpt/runs", "--checkpoint-interval", "1",
+                      "--spot-recovery", "1", "--fetch", "outputs", "--json",
+                      "--", "python3", "counter.py", "30", "0.3"),
+            env=env,
+        )  # fmt: skip
+        out = Lines(proc.stderr)  # under --json, CMD's output and orch's lines are on stderr
+        out.wait_for("count 5", timeout=300)
+        (first,) = instances(ec2, "run-spot")
+
+        # The spot service gives notice: the agent uploads the checkpoint at once.
+        metadata.notice_aws()
+        (run_dir,) = (box_home / ".orch" / "runs").iterdir()
+        wait_until((run_dir / "interruption.json").exists, "the agent to see the notice")
+        wait_until((run_dir / "last_upload.json").exists, "an upload")
+        saved = checkpointed_count(s3)
+        assert saved >= 5
+
+        # ...and takes the box: the instance terminates (with EC2's reclaim reason), its
+        # processes and its disk go with it.
+        capacity_proxy.spot_reclaimed.add(first["InstanceId"])
+        ec2.terminate_instances(InstanceIds=[first["InstanceId"]])
+        os.killpg(int((run_dir / "pid").read_text()), signal.SIGKILL)
+        __import__("shutil").rmtree(box_home / ".orch")
+        __import__("shutil").rmtree(box_home / "orch")
+
+        stdout = proc.stdout.read()
+        assert proc.wait(timeout=600) == 0, "\n".join(out.lines[-40:])
+        out.thread.join(timeout=10)
+    report = json.loads(stdout)
+    assert report["exit_code"] == 0 and report["recoveries"] == 1
+    lost, finished = report["attempts"]
+    assert lost["outcome"] == "reclaimed" and "SpotInstanceTermination" in lost["reason"]
+    assert finished["outcome"] == "completed" and finished["market"] == "spot"
+    assert report["time_lost_s"] > 0 and report["cost_usd"] is not None
+
+    # The second attempt resumed from the checkpoint, and the count finished exactly once.
+    resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]
+    assert len(resumed) == 1 and saved <= int(resumed[0].rsplit("=", 1)[1]) < 30
+    assert json.loads((workdir / "outputs" / "count.json").read_text()) == list(range(1, 31))
+    assert [line for line in out.lines if line.startswith("attempt=")][0].startswith(
+        "attempt=1 resumed=0"
+    )
+    capacity_proxy.spot_reclaimed.clear()
+    assert_nothing_tagged(ec2, "run-spot")
