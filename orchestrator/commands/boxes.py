@@ -18,6 +18,7 @@ from orchestrator.commands.check_options import (
     ssh_config_option,
     via_option,
 )
+from orchestrator.commands.ci_runner_options import ci_runner_options, runner_from_options
 from orchestrator.commands.job_options import job_from_options, job_options
 from orchestrator.commands.selection_options import (
     explicit,
@@ -131,6 +132,7 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
 @click.option(
     "--ssh-alias", is_flag=True, help="Write `Host orch-NAME` into your ssh_config (~/.ssh/config)."
 )
+@ci_runner_options
 @click.option("--json", "as_json", is_flag=True, help="Print the box as one JSON object.")
 @job_options
 @up_selection_options
@@ -164,12 +166,14 @@ def up(
       orch up --plan plan.json --name exp1 --via ssm --check-timeout 900
       orch up --plan plan.json --name exp1 --state s3://my-bucket/orch --no-check
       orch up --plan plan.json --name exp1 --ssh-alias     # then: ssh orch-exp1
+      orch up --plan plan.json --name gpu-7 --ttl 2h --ci-runner github --ci-repo octo/app
     """
     from orchestrator.provision import lifecycle, state_backend
     from orchestrator.provision.boxes import validate_box_name
 
     # Everything the user typed is checked before anything touches a cloud.
     validate_box_name(name)
+    ci = runner_from_options(kwargs, name)  # --ci-*: validated, token from the environment
     via = take_deprecated("--via", via, "--check-via", check_via, explicit("via"))
     # --max-price is up's old name of the bid (planning inline, it also filters, as it did).
     old_bid = kwargs.get("max_price")
@@ -203,7 +207,10 @@ def up(
         subnet_id=subnet_id,
         ssh_alias=ssh_alias,
     )
-    box = lifecycle.up(plan, options, _say(as_json), _progress(as_json))
+    from orchestrator import ci_runner
+
+    with ci_runner.registered(ci, plan, options, _say(as_json)):  # registers before Terraform
+        box = lifecycle.up(plan, options, _say(as_json), _progress(as_json))
     summary = lifecycle.box_summary(box)
     if not no_check:
         _check(box, as_json, via, check_timeout, ssh_config)
@@ -224,13 +231,17 @@ def up(
             "state_url",
             "attempts",
         )
-        click.echo(json.dumps({k: summary[k] for k in keys}, indent=2))
+        shown = {**{k: summary[k] for k in keys}, **ci_runner.json_fields(box)}
+        click.echo(json.dumps(shown, indent=2))
         return
     click.echo(f"box {box.name} is up: {summary['instance_type']} {summary['instance_id']}")
     if summary["ssh_command"]:
         click.echo(f"  ssh: {summary['ssh_command']}")
     if box.expires_at:
         click.echo(f"  expires at {box.expires_at}")
+    if box.ci_runner:
+        record = box.ci_runner
+        click.echo(f"  CI runner: label {record['label']} on {record['repo']} (one job)")
     click.echo(
         f"  destroy with: orch down {box.name}" + (f" --state {state_url}" * bool(state_url))
     )

@@ -93,6 +93,9 @@ class Box:
     # Terraform child it runs, so `status` can tell a live apply from one whose orch is gone.
     runner: dict[str, Any] | None = None
     claim_id: str | None = None  # this home's claim on the name under --state (orch-claim.json)
+    # `up --ci-runner`: what `down` needs to remove the registration (kind, api_url, repo, name,
+    # label; GitLab also project_id, runner_id). Never a token (orchestrator/ci_runner).
+    ci_runner: dict[str, Any] | None = None
 
     @property
     def key_path(self) -> Path:
@@ -126,6 +129,7 @@ class Box:
             "error": self.error,
             "runner": self.runner,
             "claim_id": self.claim_id,
+            "ci_runner": self.ci_runner,
         }
 
     @classmethod
@@ -147,6 +151,7 @@ class Box:
                 error=data.get("error"),
                 runner=data.get("runner") if isinstance(data.get("runner"), dict) else None,
                 claim_id=data.get("claim_id") if isinstance(data.get("claim_id"), str) else None,
+                ci_runner=data["ci_runner"] if isinstance(data.get("ci_runner"), dict) else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OrchError(f"box record {directory / RECORD} is damaged: {exc}") from None

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator import clouds
 from orchestrator.errors import OrchError, UsageError
@@ -52,6 +53,9 @@ from orchestrator.provision.render import (
     write_json,
 )
 from orchestrator.provision.terraform import LOCK_TIMEOUT, Interrupted, Terraform, TerraformError
+
+if TYPE_CHECKING:
+    from orchestrator.ci_runner import Registration
 
 Say = Callable[[str], None]
 
@@ -209,6 +213,7 @@ class UpOptions:
     # region's other zones first).
     avoid_zones: tuple[str, ...] = ()
     ssh_alias: bool = False  # write `Host orch-NAME` into the user's ssh_config
+    ci_runner: Registration | None = None  # `up --ci-runner`: set by ci_runner.registered
 
 
 def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) -> Box:
@@ -256,7 +261,9 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                     candidate=candidate,
                     ssh_public_key=public_key,
                     ssh_ingress_cidrs=options.ssh_cidrs,
-                    user_data=user_data_for(box.expires_at, candidate.cloud),
+                    user_data=user_data_for(
+                        box.expires_at, candidate.cloud, _ci_section(options, candidate)
+                    ),
                     expires_at=box.expires_at,
                     allow_world_ssh=options.allow_world_ssh,
                     tags=options.tags,
@@ -348,6 +355,11 @@ def _check_values(candidate: Candidate, options: UpOptions, expires_at: str | No
     )
 
 
+def _ci_section(options: UpOptions, candidate: Candidate) -> str:
+    """The CI runner's user-data section for `candidate`'s login user ("" without one)."""
+    return options.ci_runner.user_data(candidate.ssh_user) if options.ci_runner else ""
+
+
 def _zones_to_try(
     cloud: clouds.Cloud, candidate: Candidate, avoid: tuple[str, ...] = ()
 ) -> list[str | None]:
@@ -431,6 +443,8 @@ def _box_for_up(
         # Re-running a failed/interrupted box: same key and record, new expiry if asked.
         if expires_at:
             box.expires_at = expires_at
+        if options.ci_runner is not None:
+            box.ci_runner = options.ci_runner.record
         if location is not None:
             _claim(box, location, options)
         return box
@@ -449,6 +463,7 @@ def _box_for_up(
         owner=options.owner or default_owner(),
         state_url=state_url,
         claim_id=claim_id,
+        ci_runner=options.ci_runner.record if options.ci_runner else None,
     )
     box.save()
     return box
@@ -543,7 +558,7 @@ def _ensure_box_files(box: Box, key_type: str) -> str:
     return public_key
 
 
-def _user_data_renderer() -> Callable[[str | None, str], str]:
+def _user_data_renderer() -> Callable[[str | None, str, str], str]:
     try:
         from orchestrator.provision.userdata import render_user_data
     except ModuleNotFoundError as exc:
@@ -613,6 +628,10 @@ def down(name: str, state_url: str | None, say: Say, progress: Say | None = None
                 ) from None
             else:
                 _end_on_cloud_truth(box, None)
+        if box.ci_runner:  # the box is gone: its runner registration goes too (best effort)
+            from orchestrator.ci_runner import forget
+
+            forget(box.ci_runner, say)
         if location is not None:
             state_backend.delete_box_objects(location, name, state_backend.bucket_region(location))
         shutil.rmtree(box.directory)
@@ -678,6 +697,8 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     directory = make_private_dir(box_directory(name))
     box = Box.from_dict(record, directory)
     box.name, box.runner, box.claim_id = name, None, None
+    if box.ci_runner:  # the bucket's word: `down` sends a token only to a default API then
+        box.ci_runner = {**box.ci_runner, "from_bundle": True}
     # Whoever can write the bucket controls the bundle: take only data from it (the tfvars),
     # and render the code that Terraform will run from this installation.
     try:

@@ -35,10 +35,12 @@ def normalise_expires_at(expires_at: str) -> str:
     return result
 
 
-def render_user_data(expires_at: str | None, cloud: str) -> str:
+def render_user_data(expires_at: str | None, cloud: str, extra: str = "") -> str:
     """The full user-data text for a box on `cloud` that powers itself off at `expires_at`.
 
     `expires_at` is an ISO 8601 UTC time ("2026-12-02T19:00:00Z") or None (no expiry).
+    `extra` is a shell section (the CI runner's, orchestrator/ci_runner/userdata.py) put before
+    the script's final `main "$@"`; its values are quoted by whoever rendered it.
     """
     clouds.get(cloud)  # UsageError for a cloud nobody registered
     expiry = normalise_expires_at(expires_at) if expires_at else ""
@@ -53,8 +55,41 @@ def render_user_data(expires_at: str | None, cloud: str) -> str:
         f"ORCH_CLOUD='{cloud}'",
         "export ORCH_EXPIRES_AT ORCH_CLOUD",
     ]
+    if extra:
+        rest = _insert_before_main(_without_comments(rest), extra)
     text = "\n".join(header) + "\n" + rest
     size = len(text.encode())
     if size > USER_DATA_LIMIT:
         raise OrchError(f"user data is {size} bytes, over the {USER_DATA_LIMIT}-byte limit")
     return text
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_COMMENT = re.compile(r"\s*#(?! shellcheck)")
+
+
+def _without_comments(body: str) -> str:
+    """`body` without its comment-only lines (outside here-documents): room under the 16 KB
+    limit for an extra section. The script's behaviour does not change."""
+    kept: list[str] = []
+    delimiter: str | None = None
+    for line in body.split("\n"):
+        if delimiter is not None:
+            kept.append(line)
+            if line.strip() == delimiter:
+                delimiter = None
+            continue
+        if _COMMENT.match(line):
+            continue
+        match = _HEREDOC.search(line)
+        if match:
+            delimiter = match.group(2)
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def _insert_before_main(body: str, section: str) -> str:
+    lines = body.rstrip("\n").split("\n")
+    if lines[-1] != 'main "$@"':
+        raise OrchError(f'{SCRIPT} does not end with `main "$@"`: cannot add a section')
+    return "\n".join([*lines[:-1], section.rstrip("\n"), lines[-1]]) + "\n"

@@ -31,7 +31,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("orchestrator.catalog",),
     ("orchestrator.clouds.aws", "orchestrator.clouds.aliyun"),
     ("orchestrator.sizing", "orchestrator.plan", "orchestrator.plan_validate"),
-    ("orchestrator.provision", "orchestrator.check", "orchestrator.sweep"),
+    (
+        "orchestrator.provision",
+        "orchestrator.check",
+        "orchestrator.sweep",
+        "orchestrator.ci_runner",
+    ),
     ("orchestrator.commands",),
     ("orchestrator.cli", "orchestrator.__main__", "orchestrator"),
 ]

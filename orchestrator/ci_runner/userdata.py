@@ -1,0 +1,125 @@
+"""The box side: a shell section that orch puts into the user data before the driver script's
+final `main "$@"` (orchestrator/provision/userdata.py). It sets an EXIT trap, so it runs when the
+driver set-up has ended (ready or failed; not while a nouveau reboot is pending: the resumed
+run comes back here). It downloads the runner from the runner URL and runs one job as the
+image's login user: in a systemd unit when systemd runs the box (ExecStopPost powers the box
+off), else in the background followed by `shutdown -h now`.
+
+Every value is validated before and shell-quoted here. The runner token lands in the user data
+(as with ec2-github-runner): GitHub's registration token is single-use and expires after an
+hour; GitLab's runner token only lets a runner take this project's jobs tagged orch-BOX, and
+`orch down` deletes that runner. On the box it sits in a root-only env file, not in the job
+script.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from orchestrator.errors import UsageError
+
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+UNIT = "orch-ci-runner.service"
+
+# The runner's own command lines (run as the login user, in the runner directory).
+# GitHub: https://docs.github.com/en/actions/hosting-your-own-runners/managing-self-hosted-runners/
+# adding-self-hosted-runners and the runner's `./config.sh --help` (--unattended, --ephemeral,
+# --disableupdate). GitLab: https://docs.gitlab.com/runner/commands/#gitlab-runner-run-single
+# (--max-builds; --wait-timeout: seconds to wait for the first job, 0 = no limit).
+_JOBS = {
+    "github": "tar xzf runner.tar.gz || exit 1\n"
+    './config.sh --unattended --url {url} --token "$ORCH_CI_TOKEN" --name {name}'
+    " --labels {label} --ephemeral --disableupdate || exit 1\nexec ./run.sh\n",
+    "gitlab": 'exec ./gitlab-runner run-single --url {url} --token "$ORCH_CI_TOKEN"'
+    ' --executor shell --max-builds 1 --wait-timeout "$ORCH_CI_WAIT"\n',
+}
+_FILES = {"github": "runner.tar.gz", "gitlab": "gitlab-runner"}
+
+_SECTION = """\
+# --- orch CI runner (orchestrator/ci_runner/userdata.py): once the driver set-up has ended,
+# one CI job as the login user, then power off.
+orch_ci_runner() {{
+    trap - ERR
+    set +e
+    # Neither marker: a nouveau reboot is pending; the resumed run comes back here.
+    [[ -e "$READY" || -e "$FAILED" ]] || return 0
+    local dir="$ORCH_ROOT/opt/orch-ci-runner" env="$STATE_DIR/ci-runner.env" user={user} wait=0
+    local url={runner_url}
+    [[ ! -e "$dir" ]] || return 0
+    exec >>"$ORCH_ROOT/var/log/orch-ci-runner.log" 2>&1
+    id -u "$user" >/dev/null 2>&1 || user=root
+    mkdir -p "$dir"
+    echo "orch-ci-runner: {kind} runner as $user from $url"
+    if ! curl -fsSL --retry 5 --retry-connrefused -o "$dir/{file}" "$url"; then
+        echo "orch-ci-runner: download failed: powering off"
+        shutdown -h now
+        return 0
+    fi
+    chmod 755 "$dir/{file}"
+    if [[ -n "$ORCH_EXPIRES_AT" ]]; then
+        wait=$(($(date -u -d "$ORCH_EXPIRES_AT" +%s) - $(date -u +%s)))
+        ((wait > 0)) || wait=1
+    fi
+    (umask 077 && printf 'ORCH_CI_TOKEN=%s\\nORCH_CI_WAIT=%s\\n' {token} "$wait" >"$env")
+    [[ "$user" != root ]] || echo RUNNER_ALLOW_RUNASROOT=1 >>"$env"
+    cat >"$dir/job.sh" <<'ORCH_CI_JOB'
+#!/bin/bash
+cd "${{0%/*}}" || exit 1
+{job}ORCH_CI_JOB
+    chown -R "$user" "$dir"
+    if [[ -d "$ORCH_ROOT/run/systemd/system" ]]; then
+        mkdir -p "$UNIT_DIR"
+        cat >"$UNIT_DIR/{unit}" <<ORCH_CI_UNIT
+[Unit]
+Description=orch CI runner: one job, then power off
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+User=$user
+WorkingDirectory=$dir
+EnvironmentFile=$env
+ExecStart=/bin/bash $dir/job.sh
+ExecStopPost=+/sbin/shutdown -h now
+ORCH_CI_UNIT
+        systemctl daemon-reload && systemctl start --no-block {unit} && return 0
+        echo "orch-ci-runner: systemd did not start {unit}: powering off"
+        shutdown -h now
+    else
+        # shellcheck source=/dev/null
+        (set -a && . "$env" && runuser -u "$user" -- /bin/bash "$dir/job.sh"
+            shutdown -h now) </dev/null &
+    fi
+}}
+trap orch_ci_runner EXIT
+"""
+
+
+def render_section(
+    kind: str, runner_url: str, token: str, server_url: str, name: str, label: str, user: str
+) -> str:
+    """The section for one box. `server_url` is what the runner registers with: the
+    repository URL for GitHub, the instance URL for GitLab."""
+    if kind not in _JOBS:
+        raise UsageError(f"unknown CI runner kind {kind!r}")
+    if not _USER.fullmatch(user):
+        raise UsageError(f"login user {user!r} is not a POSIX user name")
+    if not _TOKEN.fullmatch(token):
+        raise UsageError("the runner token holds characters that cannot go into user data")
+    for value in (runner_url, server_url, name, label):
+        if not value or not value.isprintable():
+            raise UsageError(f"{value[:40]!r} cannot go into user data")
+    job = _JOBS[kind].format(
+        url=shlex.quote(server_url), name=shlex.quote(name), label=shlex.quote(label)
+    )
+    return _SECTION.format(
+        kind=kind,
+        user=shlex.quote(user),
+        runner_url=shlex.quote(runner_url),
+        file=_FILES[kind],
+        token=shlex.quote(token),
+        job=job,
+        unit=UNIT,
+    )
