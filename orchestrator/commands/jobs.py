@@ -75,8 +75,8 @@ def wait(
 
     \b
     Examples:
-      orch run --plan plan.json --name exp2 --detach -- python train.py
-      orch wait exp2 --timeout 36000
+      orch wait exp2
+      orch wait exp2 --timeout 36000 --json
     """
     from orchestrator.provision import lifecycle
     from orchestrator.run import record, remote, shell, sync

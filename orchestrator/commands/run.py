@@ -131,8 +131,7 @@ def run(command: tuple[str, ...], **options: Any) -> None:
       orch run --plan plan.json -- python train.py --epochs 3
       orch run --model bert-large --fetch outputs -- python train.py
       orch run --box exp1 --setup 'pip install -r requirements.txt' -- python train.py
-      orch run --plan plan.json --checkpoint-dir ckpt --store s3://my-bucket/ckpt \\
-          --spot-recovery 3 --fallback-on-demand -- python train.py
+      orch run --plan p.json --checkpoint-dir ck --store s3://bkt/ck --spot-recovery 3 -- ./t.sh
       orch run --plan plan.json --detach --name exp2 -- python train.py
     """
     from orchestrator.run.session import Run
@@ -255,6 +254,10 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
         )
         return
     attempts = report.attempts
+    if report.error and not any(a.job_started for a in attempts):
+        # The job never ran (bad input, no box): the error is the whole story.
+        click.echo(f"orch: error: {report.error}", err=True)
+        return
     head = (
         f"orch: run {report.run_id} on box {report.box}: exit {report.exit_code}; "
         f"{len(attempts)} attempt{'s' * (len(attempts) != 1)}"

@@ -534,8 +534,13 @@ def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
     from orchestrator.catalog.loader import find_instance
 
     result: list[Candidate] = []
+    seen: set[tuple[str, str, str]] = set()
     for candidate in candidates:
+        where = (candidate.cloud, candidate.region, candidate.instance_type)
+        if where in seen:
+            continue
         if candidate.market == "on-demand":
+            seen.add(where)
             result.append(candidate)
             continue
         try:
@@ -546,9 +551,8 @@ def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
             continue
         if price is None:
             continue
-        changed = dataclasses.replace(candidate, market="on-demand", price_per_hour=price)
-        if changed not in result:
-            result.append(changed)
+        seen.add(where)
+        result.append(dataclasses.replace(candidate, market="on-demand", price_per_hour=price))
     if not result:
         raise OrchError("no on-demand price for any plan candidate: cannot fall back")
     return result

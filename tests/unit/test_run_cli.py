@@ -1,0 +1,188 @@
+"""Bad input to `orch run`, `orch logs/wait/stop/ssh`: exit 2 and one `orch: error:` line
+before any cloud, Terraform or SSH call, and no box record left behind. The run's pure parts
+(spec, store, recovery plan, report arithmetic) are checked here too."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.errors import UsageError
+from orchestrator.plan import Plan
+from orchestrator.provision import lifecycle
+from orchestrator.run import session, shell
+from orchestrator.run.spec import RunSpec, parse_env, parse_store, relative_box_path
+from tests.support import candidate, plan_file
+
+CIDR = "203.0.113.7/32"
+
+
+class Tripwire(AssertionError):
+    pass
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+
+    def tripwire(*_args: Any, **_kwargs: Any) -> None:
+        raise Tripwire("reached a cloud, Terraform or the box")
+
+    for target, name in (
+        (lifecycle, "render_box"),
+        (lifecycle, "_terraform"),
+        (lifecycle, "discover_caller_cidr"),
+        (shell, "call"),
+    ):
+        monkeypatch.setattr(target, name, tripwire)
+    return tmp_path / "home"
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> None:
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("orch: error: "), err
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.fixture
+def plan(tmp_path: Path) -> str:
+    return plan_file(tmp_path, candidate("g5.xlarge"))
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> str:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return str(folder)
+
+
+BAD_RUNS = [
+    # (extra arguments before `--`, command, words in the error)
+    ((), (), ("give the command",)),
+    (("--env", "1BAD=x"), ("true",), ("--env",)),
+    (("--env", "NOEQUALS"), ("true",), ("--env",)),
+    (("--env", "ORCH_ATTEMPT=9"), ("true",), ("orch sets ORCH_ATTEMPT",)),
+    (("--fetch", "../etc"), ("true",), ("--fetch", "stay inside")),
+    (("--fetch", "/etc/passwd"), ("true",), ("--fetch",)),
+    (("--checkpoint-dir", "ckpt"), ("true",), ("go together",)),
+    (("--store", "s3://bkt/p"), ("true",), ("go together",)),
+    (("--checkpoint-dir", "c", "--store", "http://x/y"), ("true",), ("--store",)),
+    (("--checkpoint-dir", "c", "--store", "s3://b/a/../c"), ("true",), ("--store",)),
+    (("--checkpoint-interval", "0"), ("true",), ("--checkpoint-interval",)),
+    (("--spot-recovery", "-1"), ("true",), ("--spot-recovery",)),
+    (("--fallback-on-demand",), ("true",), ("--spot-recovery",)),
+    (("--watch-interval", "nan"), ("true",), ("--watch-interval",)),
+    (("--ttl", ""), ("true",), ("ttl",)),
+    (("--name", "Bad_Name"), ("true",), ("bad box name",)),
+    (("--detach", "--spot-recovery", "1"), ("true",), ("--detach",)),
+]
+
+
+@pytest.mark.parametrize(("extra", "command", "words"), BAD_RUNS)
+def test_bad_run_options_are_refused_before_anything_runs(
+    home, plan, workdir, capsys, extra, command, words
+):
+    argv = ["run", "--plan", plan, "--ssh-cidr", CIDR, "--workdir", workdir, *extra]
+    if command:
+        argv += ["--", *command]
+    refused(capsys, *argv, words=words)
+    assert not (home / "boxes").exists() or not any((home / "boxes").iterdir())
+
+
+def test_a_missing_workdir_and_box_options_with_box_are_refused(home, tmp_path, capsys):
+    refused(capsys, "run", "--box", "exp1", "--workdir", str(tmp_path / "nope"), "--", "true",
+            words=("--workdir",))  # fmt: skip
+    refused(capsys, "run", "--box", "exp1", "--ttl", "1h", "--workdir", str(tmp_path), "--",
+            "true", words=("--box", "--ttl"))  # fmt: skip
+    refused(capsys, "run", "--box", "exp1", "--spot-recovery", "1", "--workdir", str(tmp_path),
+            "--", "true", words=("--spot-recovery",))  # fmt: skip
+    refused(capsys, "run", "--box", "nonesuch", "--workdir", str(tmp_path), "--", "true",
+            words=("no box named",))  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["logs", "wait", "stop", "ssh"])
+def test_job_commands_on_an_unknown_box(home, capsys, command):
+    refused(capsys, command, "nonesuch", words=("nonesuch",))
+    refused(capsys, command, "Bad_Name", words=("bad box name",))
+
+
+# ------------------------------------------------------------------------------ pure parts
+
+
+def test_env_values_keep_anything_but_nul():
+    assert parse_env(["A=x=y", "B=", "C=it's $HOME"]) == {"A": "x=y", "B": "", "C": "it's $HOME"}
+    with pytest.raises(UsageError):
+        parse_env(["A=\0"])
+
+
+def test_store_urls():
+    store = parse_store("s3://my-bucket/some/prefix/")
+    assert (store.bucket, store.prefix) == ("my-bucket", "some/prefix")
+    assert store.for_run("r-1") == "s3://my-bucket/some/prefix/r-1"
+    assert parse_store("s3://my-bucket").for_run("r-1") == "s3://my-bucket/r-1"
+    for bad in ("s3://", "s3://UPPER/x", "s3://a..b/x", "gs://b/x", "s3://b/x", "s3://bkt/a/./b"):
+        with pytest.raises(UsageError):
+            parse_store(bad)
+
+
+def test_box_paths_stay_in_the_working_directory():
+    assert relative_box_path("outputs/model.pt", "--fetch") == "outputs/model.pt"
+    assert relative_box_path("./ckpt/", "--fetch") == "ckpt"
+    for bad in ("", ".", "..", "a/../../b", "/abs", "a\nb"):
+        with pytest.raises(UsageError):
+            relative_box_path(bad, "--fetch")
+
+
+def test_the_run_record_keeps_environment_names_not_values(tmp_path):
+    spec = RunSpec(command=["python", "t.py"], workdir=tmp_path, env={"TOKEN": "s3cr3t"})
+    record = spec.to_record()
+    assert record["env_names"] == ["TOKEN"] and "s3cr3t" not in json.dumps(record)
+    assert spec.command_line == "python t.py"
+
+
+def plan_of(*candidates) -> Plan:
+    return Plan(job={}, estimate={}, choice=candidates[0], alternatives=list(candidates[1:]),
+                created_at="2026-12-03T00:00:00Z")  # fmt: skip
+
+
+def test_recovery_tries_the_lost_candidate_first_then_the_others_then_on_demand():
+    a = candidate("g5.xlarge", "spot", price_per_hour=0.4)
+    b = candidate("g4dn.xlarge", "spot", price_per_hour=0.2)
+    c = candidate("g5.xlarge", "on-demand")
+    recovered = session._recovery_plan(plan_of(b, a, c), a, on_demand=False)
+    assert recovered.candidates() == [a, b, c]
+    fallback = session._recovery_plan(plan_of(b, a, c), a, on_demand=True)
+    assert [x.market for x in fallback.candidates()] == ["on-demand"] * len(fallback.candidates())
+    assert [x.instance_type for x in fallback.candidates()] == ["g5.xlarge", "g4dn.xlarge"]
+    # Priced from the catalog's on-demand column, not the spot price.
+    assert fallback.choice.price_per_hour is not None and fallback.choice.price_per_hour > 0.4
+
+
+def test_report_costs_time_lost_and_on_demand_reference():
+    report = session.RunReport(run_id="r-20261203-000000-abcdef", box="b", exit_code=0)
+    report.on_demand_price_per_hour = 2.0
+    report.attempts = [
+        session.Attempt(1, "aws", "us-east-1", "g5.xlarge", "spot", "us-east-1a", 1.0,
+                        started=0.0, job_started=600.0, ended=3600.0, outcome="reclaimed"),
+        session.Attempt(2, "aws", "us-east-1", "g5.xlarge", "spot", "us-east-1b", 1.0,
+                        started=3600.0, job_started=3900.0, ended=7200.0, outcome="completed"),
+    ]  # fmt: skip
+    assert report.recoveries == 1
+    assert report.time_lost_s() == 300.0  # from the loss to the command running again
+    assert report.cost() == pytest.approx(2.0)  # two box-hours at $1
+    assert report.on_demand_cost() == pytest.approx((7200 - 300) / 3600 * 2.0)
+    data = report.to_dict()
+    assert data["attempts"][0]["started"] == "1970-01-01T00:00:00Z"
+    assert data["cost_usd"] == 2.0 and data["recoveries"] == 1

@@ -1,0 +1,153 @@
+"""The box side of `orch run`, run here with bash: the scripts orch sends over SSH prepare,
+launch (setsid: no systemd here), follow, report and stop a real detached job.
+
+HOME points at a temporary folder, as a box's login home."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.run import remote
+from orchestrator.run.spec import RunSpec
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder
+
+
+def sh(home: Path, script: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    return subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def spec_for(tmp_path: Path, *command: str, **changes: object) -> RunSpec:
+    workdir = tmp_path / "project"
+    workdir.mkdir(exist_ok=True)
+    return RunSpec(command=list(command), workdir=workdir, **changes)  # type: ignore[arg-type]
+
+
+def start(home: Path, spec: RunSpec) -> Path:
+    prepared = sh(home, remote.prepare_script(spec, None))
+    assert prepared.returncode == 0, prepared.stderr
+    assert remote.prepared_dir(prepared.stdout) == f"{home}/orch/work/project"
+    launched = sh(home, remote.launch_script(spec, remote.LaunchEnv(attempt=1, cloud="aws")))
+    assert launched.returncode == 0, launched.stderr
+    assert launched.stdout.startswith("started ") and launched.stdout.split()[-1] == "setsid"
+    return home / ".orch" / "runs" / spec.run_id
+
+
+def wait_done(home: Path, spec: RunSpec, timeout: float = 20) -> remote.JobStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = remote.parse_status(sh(home, remote.status_script(spec.run_id)).stdout)
+        if status.done:
+            return status
+        time.sleep(0.05)
+    raise AssertionError("the job did not finish")
+
+
+def test_a_job_runs_detached_with_its_environment_and_keeps_its_status(home, tmp_path):
+    hostile = 'it\'s "quoted" $HOME `date` \\ end'
+    spec = spec_for(
+        tmp_path,
+        "bash", "-c", 'printf "%s|%s|%s\\n" "$SECRET" "$ORCH_ATTEMPT" "$PWD"; exit 4',
+        env={"SECRET": hostile},
+        setup="echo setup-first > marker",
+    )  # fmt: skip
+    run_dir = start(home, spec)
+    status = wait_done(home, spec)
+    assert (status.exit_code, status.step) == (4, "cmd")
+    log = (run_dir / "output.log").read_text()
+    assert f"{hostile}|1|{home}/orch/work/project\n" in log
+    assert (home / "orch" / "work" / "project" / "marker").read_text() == "setup-first\n"
+    # The value reached the job in memory only: no file of the run holds it.
+    for path in run_dir.iterdir():
+        if path.name != "output.log":
+            assert "quoted" not in path.read_text(errors="replace"), path.name
+    assert oct(run_dir.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_failing_setup_ends_the_run_before_the_command(home, tmp_path):
+    spec = spec_for(tmp_path, "touch", "ran", setup="echo preparing; exit 7")
+    start(home, spec)
+    status = wait_done(home, spec)
+    assert (status.exit_code, status.step) == (7, "setup")
+    assert not (home / "orch" / "work" / "project" / "ran").exists()
+
+
+def test_follow_reads_from_an_offset_until_the_job_ends(home, tmp_path):
+    spec = spec_for(tmp_path, "bash", "-c", "for i in 1 2 3 4 5; do echo line$i; sleep 0.1; done")
+    start(home, spec)
+    whole = sh(home, remote.follow_script(spec.run_id, 0))
+    assert whole.returncode == 0
+    assert whole.stdout == "".join(f"line{i}\n" for i in range(1, 6))
+    rest = sh(home, remote.follow_script(spec.run_id, len("line1\nline2\n")))
+    assert rest.stdout == "line3\nline4\nline5\n"
+    assert sh(home, remote.follow_script("r-20260101-000000-abcdef", 0)).returncode == 3
+
+
+def test_stop_terms_the_command_and_keeps_its_status(home, tmp_path):
+    script = "trap 'echo terminated; exit 143' TERM; echo ready; while :; do sleep 0.1; done"
+    spec = spec_for(tmp_path, "bash", "-c", script)
+    run_dir = start(home, spec)
+    deadline = time.monotonic() + 10
+    while "ready" not in (run_dir / "output.log").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    stopped = sh(home, remote.stop_script(spec.run_id))
+    assert remote.parse_exit_line(stopped.stdout) == (143, "cmd")
+    assert "terminated" in (run_dir / "output.log").read_text()
+    assert_gone(int((run_dir / "pid").read_text()))
+
+
+def test_stop_kills_a_command_that_ignores_term(home, tmp_path):
+    spec = spec_for(tmp_path, "bash", "-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done")
+    run_dir = start(home, spec)
+    deadline = time.monotonic() + 10
+    while "ready" not in (run_dir / "output.log").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    stopped = sh(home, remote.stop_script(spec.run_id, grace_s=1))
+    assert remote.parse_exit_line(stopped.stdout) == (137, "killed")
+    assert_gone(int((run_dir / "pid").read_text()))
+
+
+def assert_gone(pid: int, timeout: float = 5) -> None:
+    """The wrapper exits right after it writes `exit`: give it that moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, f"process {pid} is still there"
+        time.sleep(0.05)
+
+
+def test_status_of_a_run_that_is_not_there(home):
+    status = remote.parse_status(sh(home, remote.status_script("r-20260101-000000-abcdef")).stdout)
+    assert not status.found and not status.done
+
+
+def test_parse_status_reads_the_line_and_refuses_junk():
+    done = remote.parse_status("pid=42 alive=0 exit=3 cmd size=  120\n")
+    assert (done.pid, done.alive, done.exit_code, done.step, done.size) == (
+        42,
+        False,
+        3,
+        "cmd",
+        120,
+    )
+    running = remote.parse_status("pid=42 alive=1 exit=- size=0")
+    assert running.found and running.alive and not running.done
+    assert not remote.parse_status("pid=42 alive=1 exit=$(reboot) size=0").found
