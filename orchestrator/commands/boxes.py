@@ -267,18 +267,34 @@ def _check(box: Any, quiet: bool, via: str, timeout: float, ssh_config: str | No
 @click.command("down")
 @click.argument("name")
 @click.option("--state", "state_url", help="s3://bucket/prefix the box's state was kept in.")
+@click.option(
+    "--missing-ok",
+    is_flag=True,
+    help="No record of the box (here or under --state): nothing to do, exit 0. For CI"
+    " clean-up steps after `orch run`, which destroys its box itself.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def down(name: str, state_url: str | None, as_json: bool) -> None:
+def down(name: str, state_url: str | None, missing_ok: bool, as_json: bool) -> None:
     """Destroy box NAME and everything it created (also after a failed or interrupted up).
 
     \b
     Examples:
       orch down exp1
       orch down exp1 --state s3://my-bucket/orch --json
+      orch down ci-123 --state s3://my-bucket/orch --missing-ok
     """
     from orchestrator.provision import lifecycle
 
-    box = lifecycle.down(name, state_url, _say(as_json), _progress(as_json))
+    try:
+        box = lifecycle.down(name, state_url, _say(as_json), _progress(as_json))
+    except lifecycle.NoSuchBox as exc:
+        if not missing_ok:
+            raise
+        if as_json:
+            click.echo(json.dumps({"name": name, "state": "absent", "cloud": None}))
+        else:
+            click.echo(f"box {name}: {exc.message}; nothing to destroy")
+        return
     if as_json:
         click.echo(json.dumps({"name": box.name, "state": box.state, "cloud": box.cloud}))
         return

@@ -590,6 +590,11 @@ def _describe(candidate: Candidate, zone: str | None = None) -> str:
 # ------------------------------------------------------------------------------ down
 
 
+class NoSuchBox(UsageError):
+    """`down` found no record of the box, here or in the --state bucket."""
+
+
+
 def down(name: str, state_url: str | None, say: Say, progress: Say | None = None) -> Box:
     """Destroy box `name` and everything it created; returns its last record.
 
@@ -606,7 +611,7 @@ def down(name: str, state_url: str | None, say: Say, progress: Say | None = None
             box = restore_box(given, name)
             say(f"rebuilt box {name} from {given.url}")
         else:
-            raise UsageError(f"no box named {name!r}", hint="see `orch list`")
+            raise NoSuchBox(f"no box named {name!r}", hint="see `orch list`")
         location = _location_of(box, given)
         if (box.directory / "main.tf").exists():
             say(f"destroying box {name} ({box.candidate.instance_type} in {box.region})")
@@ -689,7 +694,7 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     region = state_backend.bucket_region(location)
     bundle = state_backend.download_bundle(location, name, region)
     if bundle is None:
-        raise UsageError(f"no box named {name!r} in {location.url}")
+        raise NoSuchBox(f"no box named {name!r} in {location.url}")
     # The name is the one typed on the command line; the bundle must agree with it.
     state_backend.verify_bundle(bundle, name, location.url)
     record = dict(bundle["box"])

@@ -12,9 +12,10 @@ runner's network would give the job, the test gives it instead:
   - `uses:` actions (checkout, setup-python, AWS credentials) are what the harness already
     provides; `pip install orch` is a no-op (orch is installed in the test venv).
 
-Two fix-ups stand between steps, both for the emulators' sake: after `plan`, the plan's image
-becomes one moto serves and its login user the sshd's user; after `up`, the box's key is
-authorized on the sshd.
+One fix-up stands between steps, for the emulators' sake: after `plan`, the plan's image
+becomes one moto serves and its login user the sshd's user. Every address moto hands out is
+routed to the sshd by ORCH_SSH_CONFIG (which also offers the sshd's own test key), and the
+sshd's logins get a HOME of their own: the box's disk, where `orch run` syncs and runs.
 """
 
 from __future__ import annotations
@@ -48,7 +49,12 @@ FIXTURE_FOR_GPU = {
     "A100-80GB": "a100-80gb-mig",
     "H100-80GB": "h100",
 }
-TRAIN_PY = "import math\nprint('trained:', math.comb(10, 3))\n"
+TRAIN_PY = (
+    "import math, pathlib\n"
+    "print('trained:', math.comb(10, 3))\n"
+    "pathlib.Path('outputs').mkdir(exist_ok=True)\n"
+    "pathlib.Path('outputs/model.txt').write_text('weights')\n"
+)
 
 
 # ------------------------------------------------------------------------------- the test
@@ -70,12 +76,12 @@ def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
     require(shutil.which("jq"), "jq (the workflow reads orch's JSON with it)")
     workflow = yaml.safe_load(WORKFLOW.read_text())
     server = sshbox.make_sshbox(tmp_path / "box")
+    sshbox.set_box_environment(server, tmp_path / "box-home")
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "train.py").write_text(TRAIN_PY)
     s3.create_bucket(Bucket=STATE_BUCKET)
-    routes = tmp_path / "ssh_config"
-    routes.write_text("")
+    routes = sshbox.route_every_host(server, tmp_path / "ssh_config")
     shims = write_shims(tmp_path / "shims", routes)
     base_env = {
         **aws_env,
@@ -102,19 +108,7 @@ def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
         plan_path.write_text(json.dumps(plan))
         server.serve(FIXTURE_FOR_GPU[plan["choice"]["gpu"]])
 
-    state_keys: list[str] = []
-
-    def after_up(runner: Runner) -> None:
-        box = json.loads((workspace / "box.json").read_text())
-        listing = s3.list_objects_v2(Bucket=STATE_BUCKET).get("Contents", [])
-        state_keys.extend(o["Key"] for o in listing)
-        public_key = (Path(box["box_dir"]) / "id_ed25519.pub").read_text()
-        options = (server.root / "authorized_keys").read_text().split(" ssh-")[0]
-        with (server.root / "authorized_keys").open("a") as keys:
-            keys.write(f"{options} {public_key}")
-        routes.write_text(f"Host {box['public_ip']}\n  HostName 127.0.0.1\n  Port {server.port}\n")
-
-    runner = Runner(workflow, workspace, base_env, context, {"plan": after_plan, "up": after_up})
+    runner = Runner(workflow, workspace, base_env, context, {"plan": after_plan})
     try:
         train = {run.name: run for run in runner.run_job("train")}
         assert runner.run_job("sweep") == []  # not a scheduled event
@@ -126,14 +120,14 @@ def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
         assert run.returncode == 0, f"{run.name}: exit {run.returncode}\n{run.stderr[-3000:]}"
     box_name = runner.context["env"]["BOX"]
     assert box_name == "ci-8123456789-1"
-    check = json.loads((workspace / "check.json").read_text())
-    assert check["ok"] is True and check["box"] == box_name
-    assert "trained: 120" in train["Train"].stdout  # train.py ran on the box, over SSH
-    assert FIXTURE_FOR_GPU[check["expected"]["gpu"]]  # the GPU the plan chose answered
+    report = json.loads((workspace / "run.json").read_text())
+    assert report["exit_code"] == 0 and report["box"] == box_name and report["box_destroyed"]
+    assert "trained: 120" in train["Train"].stderr  # train.py ran on the box (--json: stderr)
+    assert (workspace / "outputs" / "model.txt").read_text() == "weights"  # fetched back
+    assert "nothing to destroy" in train["Destroy the box"].stdout
     assert "pip install orch" in (shims / "pip.log").read_text()
 
-    # The state lived in the bucket while the box did; `down` took everything with it.
-    assert any(key.endswith(f"{box_name}/terraform.tfstate") for key in state_keys)
+    # `orch run` took everything with it: the instance, and the state in the bucket.
     live = ec2.describe_instances(
         Filters=[
             {"Name": "tag:orch:box", "Values": [box_name]},

@@ -44,8 +44,8 @@ def test_gitlab_example_tears_down_in_after_script():
     yaml = require_module("yaml", "PyYAML, which parses the pipeline")
     pipeline = yaml.safe_load((REPO / "examples" / "gitlab-ci.yml").read_text())
     train, sweep = pipeline["train"], pipeline["sweep"]
-    assert any(line.startswith("orch up ") and "--ttl" in line for line in train["script"])
-    assert any(line.startswith("orch check ") for line in train["script"])
+    (run,) = [line for line in train["script"] if line.startswith("orch run ")]
+    assert "--ttl 3h" in run and "--state" in run and " -- python3 train.py" in run
     assert any(line.startswith("orch down ") for line in train["after_script"])
     assert not any(line.startswith("orch down ") for line in train["script"])
     assert "schedule" in sweep["rules"][0]["if"]

@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
         "orchestrator.sweep",
         "orchestrator.ci_runner",
     ),
+    ("orchestrator.run",),  # a job on a box: uses provision, check and the clouds
     ("orchestrator.commands",),
     ("orchestrator.cli", "orchestrator.__main__", "orchestrator"),
 ]
