@@ -25,7 +25,7 @@ from orchestrator.clouds.base import CloudError, InstanceState
 from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import lifecycle
-from orchestrator.provision.boxes import Box, load_box
+from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.terraform import Interrupted
 from orchestrator.run import record as records
 from orchestrator.run import remote, shell, sync
@@ -191,24 +191,22 @@ class Run:
     # ------------------------------------------------------------------------------ main
 
     def execute(self) -> RunReport:
-        try:
-            with cancellable():
+        with cancellable():
+            stop_job = False
+            try:
                 self._run()
-        except (Cancelled, Interrupted) as exc:
-            self.report.exit_code = EXIT_INTERRUPTED
-            self.report.error = exc.message
-            self._close_attempt("cancelled", exc.message)
-            self._teardown(stop_job=True)
-            return self.report
-        except OrchError as exc:
-            self.report.exit_code = exc.exit_code if exc.exit_code != 0 else EXIT_FAILURE
-            self.report.error = exc.one_line()
-            self._close_attempt(
-                "lost" if isinstance(exc, (BoxLost, SshLost)) else "failed", exc.message
-            )
-            self._teardown(stop_job=not isinstance(exc, BoxLost))
-            return self.report
-        self._teardown(stop_job=False)
+            except (Cancelled, Interrupted) as exc:
+                self.report.exit_code = EXIT_INTERRUPTED
+                self.report.error = exc.message
+                self._close_attempt("cancelled", exc.message)
+                stop_job = True
+            except OrchError as exc:
+                self.report.exit_code = exc.exit_code if exc.exit_code != 0 else EXIT_FAILURE
+                self.report.error = exc.one_line()
+                lost = isinstance(exc, (BoxLost, SshLost))
+                self._close_attempt("lost" if lost else "failed", exc.message)
+                stop_job = not isinstance(exc, BoxLost)
+            self._teardown(stop_job=stop_job)
         return self.report
 
     def _run(self) -> None:
@@ -413,8 +411,6 @@ class Run:
             except SshLost as exc:
                 self._raise_if_lost(box, exc)
                 raise
-            finally:
-                self.follower = follower
 
     def _final_status(self, transport: Any) -> remote.JobStatus:
         for _ in range(50):
@@ -456,19 +452,26 @@ class Run:
             box = self.box
             if box is not None and stop_job and self.job_started and not self.detached:
                 self._stop_and_fetch(box)
-            if box is None or not self.created:
+            if not self.created:
                 return
+            name = self.request.box_name
             if self.request.keep or self.detached:
+                expires = box.expires_at if box is not None else None
                 self.say(
-                    f"box {box.name} is kept: `orch down {box.name}` destroys it"
-                    + ("" if box.expires_at is None else f" (it expires {box.expires_at})")
+                    f"box {name} is kept: `orch down {name}` destroys it"
+                    + ("" if expires is None else f" (it expires {expires})")
                 )
                 return
+            # By name, not by the Box in hand: an `up` that failed or was interrupted half-way
+            # (the first box or a replacement) left a record and maybe resources, but no Box.
+            if not box_exists(name):
+                return
+            state_url = self.request.up_options.state_url if self.request.up_options else None
             try:
-                lifecycle.down(box.name, box.state_url, self.say, self.progress)
+                lifecycle.down(name, state_url, self.say, self.progress)
                 self.report.destroyed = True
             except OrchError as exc:
-                self.say(f"destroying box {box.name} failed: {exc.one_line()}")
+                self.say(f"destroying box {name} failed: {exc.one_line()}")
                 if self.report.exit_code == 0:
                     self.report.exit_code = exc.exit_code or EXIT_FAILURE
                 self.report.error = self.report.error or exc.one_line()

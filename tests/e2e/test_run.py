@@ -389,3 +389,18 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     )
     capacity_proxy.spot_reclaimed.clear()
     assert_nothing_tagged(ec2, "run-spot")
+
+
+def test_a_run_whose_box_cannot_launch_leaves_nothing(orch, ec2, run_env, capacity_proxy, tmp_path):
+    workdir = workdir_with_job(tmp_path)
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    env = {**run_env, "AWS_ENDPOINT_URL": capacity_proxy.url}
+    with capacity_proxy.refusing({"g5.xlarge": "VcpuLimitExceeded"}):
+        result = orch(*run_args(plan, "run-noquota", workdir, "--", "true"), env=env)
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("orch: error: ")]
+    assert len(errors) == 1 and "VcpuLimitExceeded" in errors[0]
+    # The half-made box (its security group and key pair were created) was destroyed.
+    assert "destroying box run-noquota" in result.stderr
+    assert_nothing_tagged(ec2, "run-noquota")
+    assert json.loads(ok(orch("list", "--json", env=env)).stdout) == []
