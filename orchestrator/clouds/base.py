@@ -36,6 +36,10 @@ OWNER_TAG = "orch:owner"
 EXPIRES_TAG = "orch:expires-at"
 MANAGED_BY_TAG = "orch:managed-by"
 ORCH_TAG_PREFIX = "orch:"
+# Warm-pool boxes (orch pool): the pool's name, and where its record lives ("local" or s3://...),
+# so the sweeper can tell a pool box whose pool is gone.
+POOL_TAG = "orch:pool"
+POOL_STORE_TAG = "orch:pool-store"
 
 
 # --------------------------------------------------------------------------------- values

@@ -82,6 +82,11 @@ def _generate_with_ssh_keygen(comment: str, key_type: str) -> tuple[str, str]:
         return path.read_text(), path.with_suffix(".pub").read_text().strip()
 
 
+def write_private_key(path: Path, text: str) -> None:
+    """Write a private key received from elsewhere (a pool's store), mode 0600 from the start."""
+    _write_private(path, text)
+
+
 def _write_private(path: Path, text: str) -> None:
     # Created 0600 from the start: the key is never readable by others, even briefly.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -1,0 +1,262 @@
+"""`orch pool`: a warm pool of GPU boxes that CI jobs lease in seconds and never leak."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from orchestrator.commands.boxes import _progress, _say
+from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
+from orchestrator.commands.durations import parse_duration
+from orchestrator.errors import UsageError
+
+store_option = click.option(
+    "--store",
+    "store_url",
+    metavar="s3://BUCKET/PREFIX",
+    help="Where the pool's record lives (default: this machine's ORCH_HOME). CI: S3.",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _seconds(option: str, text: str, low: float, high: float) -> float:
+    return bounded(option, parse_duration(text, option), low=low, high=high)
+
+
+def _open(name: str, store_url: str | None, as_json: bool, **kwargs: Any):  # noqa: ANN202
+    from orchestrator.check.transport import resolve_ssh_config
+    from orchestrator.pool.manager import open_pool
+
+    if "ssh_config" in kwargs:
+        kwargs["ssh_config"] = resolve_ssh_config(kwargs["ssh_config"])
+    return open_pool(name, store_url, _say(as_json), progress=_progress(as_json), **kwargs)
+
+
+@click.group("pool")
+def pool() -> None:
+    """A warm pool of checked boxes: `lease` hands one out in seconds.
+
+    \b
+    Examples:
+      orch pool create gpu --plan plan.json --min 2 --max 6 --idle 30m --ttl 8h
+      orch pool lease gpu --wait 10m --lease-ttl 2h --json
+      orch pool release gpu gpu-1a2b3c
+      orch pool reconcile gpu
+    """
+
+
+@pool.command("create")
+@click.argument("name")
+@click.option("--plan", "plan_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--min", "minimum", type=int, default=1, show_default=True, help="Boxes kept warm.")
+@click.option("--max", "maximum", type=int, default=4, show_default=True, help="Most boxes.")
+@click.option("--idle", default="30m", show_default=True, help="Destroy boxes idle longer than"
+              " this, above --min (at `reconcile`).")  # fmt: skip
+@click.option("--ttl", default="8h", show_default=True, help="Each box's lifetime (its expiry).")
+@click.option("--lease-ttl", default="2h", show_default=True, help="Default lease length.")
+@click.option("--ssh-cidr", "ssh_cidrs", multiple=True, help="IPv4 block allowed to SSH in.")
+@click.option("--allow-world-ssh", is_flag=True, help="Permit --ssh-cidr wider than a /8.")
+@click.option("--spot-bid", type=float, metavar="USD/h", help="Most to pay per hour (spot).")
+@click.option("--check-timeout", type=float, default=900.0, show_default=True)
+@store_option
+@ssh_config_option()
+@json_option
+def create(name: str, plan_path: str, minimum: int, maximum: int, idle: str, ttl: str,
+           lease_ttl: str, ssh_cidrs: tuple[str, ...], allow_world_ssh: bool,
+           spot_bid: float | None, check_timeout: float, store_url: str | None,
+           ssh_config: str | None, as_json: bool) -> None:  # fmt: skip
+    """Create pool NAME from a plan and start --min boxes.
+
+    \b
+    Examples:
+      orch pool create gpu --plan plan.json --min 2 --max 6 --idle 30m --ttl 8h
+      orch pool create ci --plan plan.json --store s3://my-bucket/orch-pools --ssh-cidr 203.0.113.0/24
+    """
+    from orchestrator.plan import read_plan
+    from orchestrator.plan_validate import validate_plan
+    from orchestrator.pool.record import validate_pool_name
+    from orchestrator.provision import lifecycle
+
+    validate_pool_name(name)
+    lifecycle.check_ttl(ttl)
+    if lifecycle.no_expiry(ttl):
+        raise UsageError("pool boxes need an expiry: --ttl none is not allowed for a pool")
+    ttl_s = lifecycle.parse_ttl(ttl).total_seconds()
+    idle_s = _seconds("--idle", idle, 60, 30 * DAY_S)
+    lease_s = _seconds("--lease-ttl", lease_ttl, 60, 7 * DAY_S)
+    if lease_s >= ttl_s:
+        raise UsageError("--lease-ttl must be shorter than the boxes' --ttl")
+    bounded("--check-timeout", check_timeout, low=1, high=DAY_S)
+    if spot_bid is not None and not (0 < spot_bid < float("inf")):
+        raise UsageError(f"--spot-bid {spot_bid} is not a positive price (USD per hour)")
+    cidrs = lifecycle.normalise_cidrs(list(ssh_cidrs), allow_world_ssh)
+    plan = read_plan(plan_path)
+    validate_plan(plan, spot_bid=spot_bid)
+    handle = _open(name, store_url, as_json, ssh_config=ssh_config, check_timeout=check_timeout)
+    if not cidrs:
+        cidrs = [lifecycle.discover_caller_cidr()]
+    state_url = None
+    if handle.store.url.startswith("s3://"):
+        # Boxes keep their Terraform state next to the record, so any runner can destroy them.
+        state_url = handle.store.url.rstrip("/") + f"/pools/{name}/state"
+    settings = dict(
+        minimum=minimum,
+        maximum=maximum,
+        idle_s=idle_s,
+        ttl=ttl,
+        lease_ttl_s=lease_s,
+        up={"ssh_cidrs": cidrs, "allow_world_ssh": allow_world_ssh, "spot_bid": spot_bid,
+            "state_url": state_url},
+    )  # fmt: skip
+    from orchestrator.pool.manager import create as create_pool
+
+    result = create_pool(handle, plan, settings)
+    _echo(result, as_json, f"pool {name}: started {len(result['started'])} of {minimum} boxes")
+
+
+@pool.command("lease")
+@click.argument("name")
+@click.option("--wait", default="10m", show_default=True, help="How long to wait for a box.")
+@click.option("--lease-ttl", help="Lease length (default: the pool's).")
+@store_option
+@ssh_config_option()
+@click.option("--check-timeout", type=float, default=900.0, show_default=True)
+@json_option
+def lease(name: str, wait: str, lease_ttl: str | None, store_url: str | None,
+          ssh_config: str | None, check_timeout: float, as_json: bool) -> None:  # fmt: skip
+    """Lease a checked box from pool NAME (a new one starts while the pool is under --max).
+
+    \b
+    Examples:
+      orch pool lease gpu --json
+      orch pool lease gpu --wait 10m --lease-ttl 2h --json
+    """
+    from orchestrator.pool.manager import lease as lease_box
+
+    wait_s = _seconds("--wait", wait, 0, DAY_S)
+    lease_s = _seconds("--lease-ttl", lease_ttl, 60, 7 * DAY_S) if lease_ttl else None
+    handle = _open(name, store_url, as_json, ssh_config=ssh_config, check_timeout=check_timeout)
+    result = lease_box(handle, wait_s, lease_s)
+    _echo(result, as_json, f"leased {result['box']} until {result['lease_expires_at']} "
+          f"(lease {result['lease_id']}); release: orch pool release {name} {result['box']}")
+
+
+@pool.command("release")
+@click.argument("name")
+@click.argument("box")
+@click.option("--dirty", is_flag=True, help="Destroy the box instead of resetting it.")
+@click.option("--lease", "lease_id", help="Refuse unless the box is still under this lease.")
+@store_option
+@ssh_config_option()
+@json_option
+def release(name: str, box: str, dirty: bool, lease_id: str | None, store_url: str | None,
+            ssh_config: str | None, as_json: bool) -> None:  # fmt: skip
+    """Give BOX back to pool NAME: reset and ready again, or destroyed (--dirty, or when the
+    reset fails).
+
+    \b
+    Examples:
+      orch pool release gpu gpu-1a2b3c
+      orch pool release gpu gpu-1a2b3c --dirty
+    """
+    from orchestrator.pool.manager import release as release_box
+    from orchestrator.provision.boxes import validate_box_name
+
+    validate_box_name(box)
+    handle = _open(name, store_url, as_json, ssh_config=ssh_config)
+    outcome = release_box(handle, box, lease_id, dirty)
+    _echo({"pool": name, "box": box, "outcome": outcome}, as_json, f"box {box}: {outcome}")
+
+
+@pool.command("status")
+@click.argument("name")
+@store_option
+@json_option
+def status(name: str, store_url: str | None, as_json: bool) -> None:
+    """Boxes, leases and idle cost of pool NAME.
+
+    \b
+    Examples:
+      orch pool status gpu
+      orch pool status gpu --json
+    """
+    from orchestrator.pool.manager import status as pool_status
+
+    result = pool_status(_open(name, store_url, as_json))
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(f"pool {name} ({result['store']}): min {result['min']}, max {result['max']}, "
+               f"idle cost ${result['idle_cost_per_hour']:.3f}/h")  # fmt: skip
+    for row in result["boxes"]:
+        lease = ""
+        if row["lease_holder"]:
+            lease = f"  lease until {row['lease_expires_at']} ({row['lease_holder']})"
+            lease += " EXPIRED" if row["lease_expired"] else ""
+        click.echo(f"  {row['box']:<16} {row['state']:<12} {row['instance_type'] or '-':<14}"
+                   f" {row['public_ip'] or '-':<15}{lease}")  # fmt: skip
+
+
+@pool.command("reconcile")
+@click.argument("name")
+@store_option
+@ssh_config_option()
+@click.option("--check-timeout", type=float, default=900.0, show_default=True)
+@json_option
+def reconcile(name: str, store_url: str | None, ssh_config: str | None, check_timeout: float,
+              as_json: bool) -> None:  # fmt: skip
+    """Recover expired leases, replace lost or silent boxes, retire idle ones above --min,
+    top up to --min. Run it from a schedule.
+
+    \b
+    Examples:
+      orch pool reconcile gpu
+      orch pool reconcile ci --store s3://my-bucket/orch-pools --json
+    """
+    from orchestrator.pool.manager import reconcile as reconcile_pool
+
+    handle = _open(name, store_url, as_json, ssh_config=ssh_config, check_timeout=check_timeout)
+    result = reconcile_pool(handle)
+    done = {k: v for k, v in result["actions"].items() if v}
+    _echo(result, as_json, f"pool {name}: " + (", ".join(
+        f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in done.items()) or "nothing to do"))
+
+
+@pool.command("delete")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Also destroy boxes under a lease.")
+@store_option
+@json_option
+def delete(name: str, force: bool, store_url: str | None, as_json: bool) -> None:
+    """Destroy every box of pool NAME and its record.
+
+    \b
+    Examples:
+      orch pool delete gpu
+      orch pool delete ci --store s3://my-bucket/orch-pools --force
+    """
+    from orchestrator.pool.manager import delete as delete_pool
+
+    result = delete_pool(_open(name, store_url, as_json), force)
+    _echo(result, as_json, f"pool {name} deleted ({len(result['destroyed'])} boxes destroyed)")
+
+
+@pool.command("_provision", hidden=True)
+@click.argument("name")
+@click.argument("box")
+@store_option
+@ssh_config_option()
+@click.option("--check-timeout", type=float, default=900.0)
+def provision(name: str, box: str, store_url: str | None, ssh_config: str | None,
+              check_timeout: float) -> None:  # fmt: skip
+    """Start one box whose entry is `provisioning` (run by create, lease and reconcile)."""
+    from orchestrator.pool.manager import provision_entry
+
+    handle = _open(name, store_url, False, ssh_config=ssh_config, check_timeout=check_timeout)
+    provision_entry(handle, box)
+
+
+def _echo(result: dict[str, Any], as_json: bool, text: str) -> None:
+    click.echo(json.dumps(result, indent=2) if as_json else text)

@@ -1,0 +1,578 @@
+"""`orch pool`: a warm pool of checked boxes that CI jobs lease, release and share.
+
+Every change to the pool goes through `store.update` on its one record (a conditional write
+on the record's ETag), and slow work (Terraform, SSH) happens between two such writes, under
+a state that says who is doing it: a box is added as `provisioning` before `up` runs, turned
+`leased` (or `ready`) after its check; a released box is `resetting` while it is wiped. So a
+crashed worker leaves a named, dated entry that `reconcile` finishes, never a box nobody knows.
+
+Boxes are ordinary orch boxes named POOL-xxxxxx, tagged orch:pool and orch:pool-store. With an
+S3 store their Terraform state lives under the same prefix and their SSH key is kept in the
+store (server-side encrypted), so a runner on another machine can lease, reach and destroy
+them; with the local store they live in this machine's ORCH_HOME.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from orchestrator.pool.store import Conflict, RecordStore, open_store, update
+
+from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG, CloudError
+from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
+from orchestrator.plan import Plan
+from orchestrator.pool import record as pool_record
+from orchestrator.provision import lifecycle
+from orchestrator.provision.boxes import Box, box_exists, load_box
+
+Say = Callable[[str], None]
+POLL_S = 2.0
+
+
+class NoBoxFree(OrchError):
+    """`lease --wait` ran out: every box is leased and the pool is at --max."""
+
+
+@dataclass
+class Pool:
+    name: str
+    store: RecordStore
+    say: Say
+    progress: Say | None = None
+    ssh_config: str | None = None
+    check_timeout: float = 900.0
+    holder: str = field(default_factory=pool_record.holder_id)
+
+    @property
+    def key(self) -> str:
+        return pool_record.record_key(self.name)
+
+    def read(self) -> dict[str, Any]:
+        found = self.store.read(self.key)
+        if found is None:
+            raise UsageError(f"no pool named {self.name!r} in {self.store.url}")
+        return pool_record.check_record(found.data, self.name)
+
+    def change(self, fn: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any], Any]:
+        def checked(data: dict[str, Any]) -> Any:
+            pool_record.check_record(data, self.name)
+            return fn(data)
+
+        return update(self.store, self.key, checked)
+
+
+def open_pool(name: str, store_url: str | None, say: Say, **kwargs: Any) -> Pool:
+    pool_record.validate_pool_name(name)
+    return Pool(name, open_store(store_url), say, **kwargs)
+
+
+# ------------------------------------------------------------------------------ create
+
+
+def create(pool: Pool, plan: Plan, settings: dict[str, Any]) -> dict[str, Any]:
+    """Write the record (refused when the pool exists), then start --min boxes."""
+    store_url = pool.store.url if pool.store.url.startswith("s3://") else "local"
+    data = pool_record.new_record(pool.name, plan.to_dict(), store_url=store_url, **settings)
+    try:
+        pool.store.create(pool.key, data)
+    except Conflict:
+        raise UsageError(
+            f"pool {pool.name} already exists in {pool.store.url}",
+            hint=f"`orch pool status {pool.name}`, or `orch pool delete {pool.name}`",
+        ) from None
+    started = top_up(pool)
+    return {"pool": pool.name, "store": pool.store.url, "started": started}
+
+
+# ------------------------------------------------------------------------------ boxes
+
+
+def _up_options(pool: Pool, data: dict[str, Any], box_name: str) -> lifecycle.UpOptions:
+    up = data["up"]
+    return lifecycle.UpOptions(
+        name=box_name,
+        ssh_cidrs=list(up["ssh_cidrs"]),
+        ttl=data["ttl"],
+        allow_world_ssh=bool(up.get("allow_world_ssh")),
+        state_url=up.get("state_url"),
+        tags={POOL_TAG: pool.name, POOL_STORE_TAG: data["store"]},
+        spot_max_price=up.get("spot_bid"),
+    )
+
+
+def _summary(box: Box) -> dict[str, Any]:
+    outputs = box.outputs or {}
+    return {
+        "cloud": box.cloud,
+        "region": box.region,
+        "instance_type": box.candidate.instance_type,
+        "market": box.candidate.market,
+        "price_per_hour": box.candidate.price_per_hour,
+        "instance_id": outputs.get("instance_id"),
+        "public_ip": outputs.get("public_ip"),
+        "ssh_user": outputs.get("ssh_user") or box.candidate.ssh_user,
+        "expires_at": box.expires_at,
+        "state_url": box.state_url,
+    }
+
+
+def _transport(pool: Pool, box: Box):  # noqa: ANN202 - an SshTransport
+    from orchestrator.check.transport import resolve_ssh_config
+    from orchestrator.run.shell import ssh_transport
+
+    return ssh_transport(box, resolve_ssh_config(pool.ssh_config))
+
+
+def provision(pool: Pool, box_name: str) -> Box:
+    """Create, check and baseline one box whose entry is `provisioning` by this holder."""
+    from orchestrator.check.untrusted import printable
+    from orchestrator.check.verify import check_box
+    from orchestrator.pool.reset import mark_baseline
+
+    data = pool.read()
+    plan = Plan.from_dict(data["plan"])
+    pool.say(f"pool {pool.name}: starting box {box_name}")
+    box = lifecycle.up(plan, _up_options(pool, data, box_name), pool.say, pool.progress)
+    report = check_box(box, ssh_config=pool.ssh_config, timeout=pool.check_timeout)
+    if not report.ok:
+        problems = "; ".join(printable(c.message) for c in report.failures())
+        raise OrchError(f"box {box_name} does not match the pool's plan: {problems}")
+    mark_baseline(_transport(pool, box))
+    if pool.store.url.startswith("s3://"):
+        pool.store.put_secret(pool_record.key_secret(pool.name, box_name), box.key_path.read_text())
+    return box
+
+
+def _destroy(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> None:
+    """Destroy a pool box (its entry is `destroying` or gone), then forget it."""
+    try:
+        if _materialize(pool, box_name, data) is not None:
+            lifecycle.down(box_name, None, pool.say, pool.progress)
+    finally:
+        pool.change(lambda d: d["boxes"].pop(box_name, None))
+        if pool.store.url.startswith("s3://"):
+            pool.store.delete(pool_record.key_secret(pool.name, box_name))
+
+
+def _materialize(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box | None:
+    """This machine's record of a pool box: the local one, or rebuilt from the S3 store (its
+    Terraform state bundle, and its key from the pool's secrets). None: nothing is known."""
+    if box_exists(box_name):
+        return load_box(box_name)
+    data = data or pool.read()
+    state_url = data["up"].get("state_url")
+    if not state_url:
+        return None
+    from orchestrator.provision import state_backend
+    from orchestrator.provision.keys import write_private_key
+
+    try:
+        box = lifecycle.restore_box(state_backend.parse_state_url(state_url), box_name)
+    except lifecycle.NoSuchBox:
+        return None
+    secret = pool.store.get_secret(pool_record.key_secret(pool.name, box_name))
+    if secret:
+        write_private_key(box.key_path, secret)
+    return box
+
+
+def _start_boxes(pool: Pool, names: list[str]) -> list[str]:
+    """Provision boxes in parallel, each in an `orch pool _provision` child (Terraform's
+    signal handling needs a main thread of its own); returns those that came up."""
+    if not names:
+        return []
+    children = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "pool",
+                "_provision",
+                pool.name,
+                name,
+                *(["--store", pool.store.url] if pool.store.url.startswith("s3://") else []),
+                *(["--ssh-config", pool.ssh_config] if pool.ssh_config else []),
+                "--check-timeout",
+                str(pool.check_timeout),
+            ],
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        for name in names
+    }
+    return [name for name, child in children.items() if child.wait() == 0]
+
+
+def provision_entry(
+    pool: Pool, box_name: str, *, lease_for: str | None = None, lease_ttl_s: float | None = None
+) -> dict | None:
+    """Provision the box of a `provisioning` entry; on success make it ready (or leased to
+    `lease_for`, returning the lease); on failure destroy what was made and drop the entry."""
+    try:
+        box = provision(pool, box_name)
+    except BaseException as exc:
+        pool.say(f"pool {pool.name}: box {box_name} did not come up: {_why(exc)}")
+        _mark_destroying(pool, box_name)
+        _destroy(pool, box_name)
+        raise
+    summary = _summary(box)
+
+    def done(data: dict[str, Any]) -> dict | None:
+        entry = data["boxes"].get(box_name)
+        if entry is None:
+            raise OrchError(f"pool {pool.name}: box {box_name} was removed while it started")
+        entry["box"] = summary
+        if lease_for is None:
+            pool_record.set_state(entry, "ready")
+            return None
+        ttl = float(lease_ttl_s or data["lease_ttl_s"])
+        return pool_record.lease_box(data, box_name, lease_for, ttl)
+
+    return pool.change(done)[1]
+
+
+def _why(exc: BaseException) -> str:
+    return exc.one_line() if isinstance(exc, OrchError) else type(exc).__name__
+
+
+def _mark_destroying(pool: Pool, box_name: str) -> None:
+    def mark(data: dict[str, Any]) -> None:
+        if box_name in data["boxes"]:
+            pool_record.set_state(data["boxes"][box_name], "destroying", pool.holder)
+
+    pool.change(mark)
+
+
+# ------------------------------------------------------------------------------ lease
+
+
+def lease(pool: Pool, wait_s: float, lease_ttl_s: float | None) -> dict[str, Any]:
+    """A checked box reserved for the caller: a ready one, else one started now while the
+    pool is under --max; otherwise wait for a release until `wait_s` has passed."""
+    deadline = time.monotonic() + wait_s
+    said_waiting = False
+    while True:
+        data, outcome = pool.change(lambda d: _take(pool, d, lease_ttl_s))
+        if outcome["kind"] == "ready":
+            return _lease_answer(pool, data, outcome["box"], outcome["lease"])
+        if outcome["kind"] == "new":
+            pool.say(f"pool {pool.name}: no ready box; starting {outcome['box']} for this lease")
+            # The lease TTL counts from the moment the box is ours, after it came up.
+            taken = provision_entry(
+                pool, outcome["box"], lease_for=pool.holder, lease_ttl_s=outcome["ttl"]
+            )
+            assert taken is not None
+            return _lease_answer(pool, pool.read(), outcome["box"], taken)
+        if time.monotonic() >= deadline:
+            raise NoBoxFree(
+                f"no box free in pool {pool.name} within {wait_s:g} s "
+                f"({outcome['leased']} leased, --max {outcome['max']})",
+                exit_code=EXIT_FAILURE,
+                hint="retry later, raise the pool's --max, or release boxes",
+            )
+        if not said_waiting:
+            pool.say(f"pool {pool.name}: all {outcome['max']} boxes are busy; waiting")
+            said_waiting = True
+        time.sleep(min(POLL_S * random.uniform(0.5, 1.5), max(0.1, deadline - time.monotonic())))
+
+
+def _take(pool: Pool, data: dict[str, Any], lease_ttl_s: float | None) -> dict[str, Any]:
+    """Within one conditional write: lease a ready box, or add one to start, or say full."""
+    ttl = float(lease_ttl_s or data["lease_ttl_s"])
+    name = pool_record.pick_ready(data, ttl)
+    if name is not None:
+        return {"kind": "ready", "box": name,
+                "lease": pool_record.lease_box(data, name, pool.holder, ttl)}  # fmt: skip
+    if pool_record.counted(data) < int(data["max"]):
+        name = pool_record.new_box_name(pool.name)
+        data["boxes"][name] = pool_record.entry("provisioning", pool.holder)
+        return {"kind": "new", "box": name, "ttl": ttl}
+    leased = sum(1 for b in data["boxes"].values() if b.get("state") == "leased")
+    return {"kind": "full", "leased": leased, "max": data["max"]}
+
+
+def _lease_answer(pool: Pool, data: dict[str, Any], box_name: str, lease: dict) -> dict:
+    box = _materialize(pool, box_name, data)
+    summary = dict(data["boxes"][box_name].get("box") or {})
+    answer = {
+        "pool": pool.name,
+        "box": box_name,
+        "lease_id": lease["id"],
+        "lease_expires_at": lease["expires_at"],
+        **{k: summary.get(k) for k in ("instance_type", "instance_id", "public_ip", "ssh_user")},
+        "box_dir": str(box.directory) if box else None,
+    }
+    if box is not None:
+        answer["ssh_command"] = lifecycle.box_summary(box).get("ssh_command")
+    return answer
+
+
+# ------------------------------------------------------------------------------ release
+
+
+def release(pool: Pool, box_name: str, lease_id: str | None, dirty: bool) -> str:
+    """Give a leased box back: reset and ready again, or destroyed when dirty or the reset
+    fails. Returns what became of it."""
+
+    def begin(data: dict[str, Any]) -> None:
+        entry = data["boxes"].get(box_name)
+        if entry is None or entry.get("state") != "leased":
+            raise UsageError(f"box {box_name} is not leased from pool {pool.name}")
+        if lease_id and (entry.get("lease") or {}).get("id") != lease_id:
+            raise UsageError(f"box {box_name} is leased under another lease now")
+        pool_record.set_state(entry, "destroying" if dirty else "resetting", pool.holder)
+
+    pool.change(begin)
+    if dirty:
+        pool.say(f"pool {pool.name}: destroying dirty box {box_name}")
+        _destroy(pool, box_name)
+        return "destroyed"
+    return _reset_or_destroy(pool, box_name)
+
+
+def _reset_or_destroy(pool: Pool, box_name: str) -> str:
+    from orchestrator.pool.reset import reset_box
+
+    try:
+        box = _materialize(pool, box_name)
+        if box is None:
+            raise OrchError(f"no record of box {box_name} here or in the pool's state")
+        reset_box(box, _transport(pool, box), pool.ssh_config, min(pool.check_timeout, 300))
+    except OrchError as exc:
+        pool.say(f"pool {pool.name}: box {box_name} failed its reset ({exc.one_line()}); "
+                 "destroying it")  # fmt: skip
+        _mark_destroying(pool, box_name)
+        _destroy(pool, box_name)
+        return "destroyed"
+
+    def ready(data: dict[str, Any]) -> None:
+        entry = data["boxes"].get(box_name)
+        if entry is not None:
+            pool_record.set_state(entry, "ready")
+            entry["released_at"] = pool_record.iso(pool_record.now())
+
+    pool.change(ready)
+    return "ready"
+
+
+# ------------------------------------------------------------------------------ status
+
+
+def status(pool: Pool) -> dict[str, Any]:
+    data = pool.read()
+    boxes = []
+    for name, entry in sorted(data["boxes"].items()):
+        summary = entry.get("box") or {}
+        lease = entry.get("lease") or {}
+        boxes.append(
+            {
+                "box": name,
+                "state": entry.get("state"),
+                "since": entry.get("since"),
+                "instance_type": summary.get("instance_type"),
+                "market": summary.get("market"),
+                "public_ip": summary.get("public_ip"),
+                "expires_at": summary.get("expires_at"),
+                "lease_holder": lease.get("holder"),
+                "lease_expires_at": lease.get("expires_at"),
+                "lease_expired": pool_record.lease_expired(entry),
+            }
+        )
+    idle = sum(
+        float((e.get("box") or {}).get("price_per_hour") or 0.0)
+        for e in data["boxes"].values()
+        if e.get("state") == "ready"
+    )
+    return {
+        "pool": pool.name,
+        "store": pool.store.url,
+        "min": data["min"],
+        "max": data["max"],
+        "idle_s": data["idle_s"],
+        "lease_ttl_s": data["lease_ttl_s"],
+        "boxes": boxes,
+        "idle_cost_per_hour": round(idle, 4),
+    }
+
+
+# ------------------------------------------------------------------------------ reconcile
+
+
+def top_up(pool: Pool) -> list[str]:
+    """Add `provisioning` entries up to --min (within --max), then start them in parallel."""
+
+    def add(data: dict[str, Any]) -> list[str]:
+        missing = int(data["min"]) - pool_record.counted(data)
+        room = int(data["max"]) - pool_record.counted(data)
+        names = [pool_record.new_box_name(pool.name) for _ in range(max(0, min(missing, room)))]
+        for name in names:
+            data["boxes"][name] = pool_record.entry("provisioning", pool.holder)
+        return names
+
+    names = pool.change(add)[1]
+    return _start_boxes(pool, names)
+
+
+def reconcile(pool: Pool) -> dict[str, Any]:
+    """Bring the pool back to its shape: recover expired leases (reset, or destroy), replace
+    boxes the cloud lost or that fail to answer, finish work whose worker died, retire boxes
+    past their usable life or idle beyond --idle above --min, then top up to --min."""
+    actions: dict[str, list[str]] = {
+        "lease_recovered": [], "replaced": [], "stale_removed": [], "idle_destroyed": [],
+        "expired_destroyed": [], "started": [],
+    }  # fmt: skip
+    data = pool.read()
+    at = pool_record.now()
+    for name, entry in list(data["boxes"].items()):
+        if pool_record.lease_expired(entry, at):
+            if _claim(pool, name, "leased", "resetting", expired_lease=True):
+                pool.say(f"pool {pool.name}: lease on {name} expired; taking the box back")
+                _reset_or_destroy(pool, name)
+                actions["lease_recovered"].append(name)
+        elif pool_record.stale(entry, at) and _claim(
+            pool, name, str(entry.get("state")), "destroying", stale=True
+        ):
+            pool.say(f"pool {pool.name}: {name} was left {entry.get('state')}; destroying it")
+            _destroy(pool, name)
+            actions["stale_removed"].append(name)
+    for name, entry in list(pool.read()["boxes"].items()):
+        if entry.get("state") != "ready":
+            continue
+        why = _unhealthy(pool, name, entry)
+        if why is None:
+            continue
+        if _claim(pool, name, "ready", "destroying"):
+            pool.say(f"pool {pool.name}: {name} {why}; replacing it")
+            _destroy(pool, name)
+            actions["expired_destroyed" if why.startswith("expires") else "replaced"].append(name)
+    actions["idle_destroyed"] = _retire_idle(pool)
+    actions["started"] = top_up(pool)
+    return {"pool": pool.name, "actions": actions, **{"boxes": len(pool.read()["boxes"])}}
+
+
+def _claim(pool: Pool, name: str, state: str, new: str, **why: bool) -> bool:
+    """Move a box from `state` to `new` (this holder's work) unless someone got there first."""
+
+    def move(data: dict[str, Any]) -> bool:
+        entry = data["boxes"].get(name)
+        if entry is None or entry.get("state") != state:
+            return False
+        if why.get("expired_lease") and not pool_record.lease_expired(entry):
+            return False
+        if why.get("stale") and not pool_record.stale(entry):
+            return False
+        pool_record.set_state(entry, new, pool.holder)
+        return True
+
+    return bool(pool.change(move)[1])
+
+
+def _unhealthy(pool: Pool, name: str, entry: dict[str, Any]) -> str | None:
+    """Why a ready box should go: its TTL ends within a lease, the cloud lost it, or it does
+    not answer over SSH. None: it is fine."""
+    from orchestrator import clouds
+    from orchestrator.run.shell import call
+
+    data = pool.read()
+    until = pool_record.usable_until(entry)
+    if until is not None and until <= pool_record.now() + timedelta(seconds=data["lease_ttl_s"]):
+        return f"expires at {pool_record.iso(until)}, within a lease"
+    box = _materialize(pool, name, data)
+    if box is None:
+        return "has no record here or in the pool's state"
+    instance_id = (box.outputs or {}).get("instance_id")
+    try:
+        state = clouds.instance_state_of(clouds.get(box.cloud), box.region, str(instance_id))
+    except CloudError:
+        state = None
+    if state is not None and (state.lost or state.spot_reclaimed):
+        return f"is {state.state} in {box.cloud} ({state.reason or 'no reason given'})"
+    try:
+        result = call(_transport(pool, box), "true", what="probe", timeout=20, retry_s=20)
+    except OrchError as exc:
+        return f"does not answer over SSH ({exc.one_line()})"
+    return None if result.exit_code == 0 else "does not answer over SSH"
+
+
+def _retire_idle(pool: Pool) -> list[str]:
+    retired: list[str] = []
+    while True:
+
+        def pick(data: dict[str, Any]) -> str | None:
+            if pool_record.counted(data) <= int(data["min"]):
+                return None
+            limit = pool_record.now() - timedelta(seconds=float(data["idle_s"]))
+            idle = [
+                (entry.get("since") or "", name)
+                for name, entry in data["boxes"].items()
+                if entry.get("state") == "ready"
+                and (pool_record.parse_iso(entry.get("since")) or limit) <= limit
+            ]
+            if not idle:
+                return None
+            name = min(idle)[1]
+            pool_record.set_state(data["boxes"][name], "destroying", pool.holder)
+            return name
+
+        name = pool.change(pick)[1]
+        if name is None:
+            return retired
+        pool.say(f"pool {pool.name}: {name} idle beyond --idle; destroying it")
+        _destroy(pool, name)
+        retired.append(name)
+
+
+# ------------------------------------------------------------------------------ delete
+
+
+def delete(pool: Pool, force: bool) -> dict[str, Any]:
+    """Destroy every box of the pool and its record; then ask the clouds what still carries
+    the pool's tag, and delete that too (the cloud is the truth)."""
+    data = pool.read()
+    leased = [n for n, e in data["boxes"].items() if e.get("state") == "leased"
+              and not pool_record.lease_expired(e)]  # fmt: skip
+    if leased and not force:
+        raise UsageError(
+            f"pool {pool.name} has leased boxes ({', '.join(sorted(leased))})",
+            hint="release them, or `orch pool delete --force`",
+        )
+    destroyed = []
+    for name in sorted(data["boxes"]):
+        pool.change(lambda d, n=name: n in d["boxes"] and pool_record.set_state(
+            d["boxes"][n], "destroying", pool.holder))  # fmt: skip
+        _destroy(pool, name, data)
+        destroyed.append(name)
+    plan = Plan.from_dict(data["plan"])
+    targets = {(c.cloud, c.region) for c in plan.candidates()}
+    left = _delete_tagged_pool_resources(pool.name, targets)
+    pool.store.delete(pool.key)
+    return {"pool": pool.name, "destroyed": destroyed, "deleted_by_tag": left}
+
+
+def _delete_tagged_pool_resources(name: str, targets: set[tuple[str, str]]) -> list[str]:
+    from orchestrator import clouds
+
+    removed: list[str] = []
+    for cloud_name, region in sorted(targets):
+        cloud = clouds.get(cloud_name)
+        found = [r for r in cloud.list_tagged(region) if r.tags.get(POOL_TAG) == name]
+        if not found:
+            continue
+        for box in sorted({r.box for r in found}):
+            mine = [r for r in found if r.box == box]
+            cloud.delete_tagged(region, mine)
+            removed.extend(f"{r.kind} {r.id}" for r in mine)
+        still = [r for r in cloud.list_tagged(region) if r.tags.get(POOL_TAG) == name]
+        if still:
+            raise OrchError(
+                f"pool {name}: {cloud.title} still lists "
+                f"{', '.join(f'{r.kind} {r.id}' for r in still)} after deleting by tag"
+            )
+    return removed
