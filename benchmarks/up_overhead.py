@@ -94,6 +94,52 @@ def candidate() -> Candidate:
     )
 
 
+def moto_env(work: Path, mirror: Path, url: str) -> dict[str, str]:
+    """Environment for orch and raw Terraform against moto at `url`: the provider from
+    `mirror` only (a CLI config under `work`), one plugin cache, ORCH_HOME under `work`."""
+    cli_config = work / "terraform.rc"
+    cli_config.write_text(
+        "provider_installation {\n"
+        f'  filesystem_mirror {{\n    path    = "{mirror}"\n'
+        f'    include = ["{PROVIDER}"]\n  }}\n'
+        f'  direct {{\n    exclude = ["{PROVIDER}"]\n  }}\n}}\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TF_", "ORCH_"))}
+    env.update(
+        AWS_ENDPOINT_URL=url,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_REGION=REGION,
+        AWS_DEFAULT_REGION=REGION,
+        TF_CLI_CONFIG_FILE=str(cli_config),
+        TF_PLUGIN_CACHE_DIR=str(work / "plugin-cache"),
+        ORCH_HOME=str(work / "home"),
+    )
+    (work / "plugin-cache").mkdir(exist_ok=True)
+    return env
+
+
+def render_template(directory: Path, chosen: Candidate, name: str = "bench-raw") -> Path:
+    """The root module orch renders for `chosen`, for raw Terraform to apply."""
+    render_box(
+        directory,
+        RenderRequest(
+            name=name,
+            owner="bench",
+            candidate=chosen,
+            ssh_public_key=KEY,
+            ssh_ingress_cidrs=[CIDR],
+            user_data=render_user_data(None, "aws"),
+        ),
+    )
+    return directory
+
+
+def raw_env(env: dict[str, str]) -> dict[str, str]:
+    # orch sets this itself when AWS_ENDPOINT_URL is set; raw Terraform is told directly.
+    return {**env, "TF_VAR_aws_skip_checks": "true", "TF_IN_AUTOMATION": "1"}
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     started = time.perf_counter()
     result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
@@ -114,12 +160,11 @@ def raw_round(n: int, template: Path, work: Path, env: dict[str, str]) -> float:
     directory = work / f"raw-{n}"
     shutil.copytree(template, directory)
     tf = [sys.executable, "-m", "orchestrator.provision.libtf_exec"]
-    # orch sets this itself when AWS_ENDPOINT_URL is set; raw Terraform is told directly.
-    raw_env = {**env, "TF_VAR_aws_skip_checks": "true", "TF_IN_AUTOMATION": "1"}
+    tf_env = raw_env(env)
     return (
-        timed([*tf, "init", "-input=false"], raw_env, directory)
-        + timed([*tf, "apply", "-auto-approve", "-input=false"], raw_env, directory)
-        + timed([*tf, "destroy", "-auto-approve", "-input=false"], raw_env, directory)
+        timed([*tf, "init", "-input=false"], tf_env, directory)
+        + timed([*tf, "apply", "-auto-approve", "-input=false"], tf_env, directory)
+        + timed([*tf, "destroy", "-auto-approve", "-input=false"], tf_env, directory)
     )
 
 
@@ -134,39 +179,10 @@ def main() -> None:
     moto, url = start_moto()
     work = Path(tempfile.mkdtemp(prefix="orch-bench-"))
     try:
-        cli_config = work / "terraform.rc"
-        cli_config.write_text(
-            "provider_installation {\n"
-            f'  filesystem_mirror {{\n    path    = "{mirror}"\n'
-            f'    include = ["{PROVIDER}"]\n  }}\n'
-            f'  direct {{\n    exclude = ["{PROVIDER}"]\n  }}\n}}\n'
-        )
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TF_", "ORCH_"))}
-        env.update(
-            AWS_ENDPOINT_URL=url,
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-            AWS_REGION=REGION,
-            AWS_DEFAULT_REGION=REGION,
-            TF_CLI_CONFIG_FILE=str(cli_config),
-            TF_PLUGIN_CACHE_DIR=str(work / "plugin-cache"),
-            ORCH_HOME=str(work / "home"),
-        )
-        (work / "plugin-cache").mkdir()
+        env = moto_env(work, mirror, url)
         plan = work / "plan.json"
         write_plan(Plan({}, {}, candidate(), [], "2026-12-02T19:00:00Z"), plan)
-        template = work / "template"
-        render_box(
-            template,
-            RenderRequest(
-                name="bench-raw",
-                owner="bench",
-                candidate=candidate(),
-                ssh_public_key=KEY,
-                ssh_ingress_cidrs=[CIDR],
-                user_data=render_user_data(None, "aws"),
-            ),
-        )
+        template = render_template(work / "template", candidate())
         orch_times, raw_times = [], []
         for n in range(args.repetitions):
             raw_times.append(raw_round(n, template, work, env))
