@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "wait": ("orchestrator.commands.jobs", "wait", "Wait for a detached run to finish."),
     "stop": ("orchestrator.commands.jobs", "stop", "Stop the run on a box."),
     "ssh": ("orchestrator.commands.jobs", "ssh", "Open a shell (or run a command) on a box."),
+    "pool": ("orchestrator.commands.pool", "pool", "A warm pool of boxes CI jobs lease."),
 }
 
 

@@ -9,7 +9,7 @@ import click
 
 from orchestrator.commands.boxes import _progress, _say
 from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
-from orchestrator.commands.durations import parse_duration
+from orchestrator.commands.durations import parse_hours
 from orchestrator.errors import UsageError
 
 store_option = click.option(
@@ -22,7 +22,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 
 def _seconds(option: str, text: str, low: float, high: float) -> float:
-    return bounded(option, parse_duration(text, option), low=low, high=high)
+    """A duration (30s, 10m, 2h, 1d; a bare number is seconds); "0" where low allows it."""
+    value = 0.0 if text.strip() in ("0", "0s") else parse_hours(text, option, "s") * 3600
+    return bounded(option, value, low=low, high=high)
 
 
 def _open(name: str, store_url: str | None, as_json: bool, **kwargs: Any):  # noqa: ANN202
@@ -72,7 +74,7 @@ def create(name: str, plan_path: str, minimum: int, maximum: int, idle: str, ttl
     \b
     Examples:
       orch pool create gpu --plan plan.json --min 2 --max 6 --idle 30m --ttl 8h
-      orch pool create ci --plan plan.json --store s3://my-bucket/orch-pools --ssh-cidr 203.0.113.0/24
+      orch pool create ci --plan plan.json --store s3://my-bucket/pools --ssh-cidr 203.0.113.0/24
     """
     from orchestrator.plan import read_plan
     from orchestrator.plan_validate import validate_plan
