@@ -538,6 +538,26 @@ def test_a_reclaimed_spot_instance_is_locked_stopped_then_released(ecs, sim):
     assert (item.status, locks_of(item)) == ("Running", [])  # only the one reclaimed
 
 
+def test_a_spot_instance_can_stay_running_through_its_notice(ecs, sim):
+    """stop_now=False: Running with the Recycling lock until ECS releases it; it still takes
+    commands, and DeleteInstance (Force) releases it early, as orch's `down` does."""
+    sim.backend.freeze_clock()
+    _, vswitch, group = network(ecs)
+    [kept, deleted] = [run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")[0] for _ in "ab"]
+    for instance_id in (kept, deleted):
+        sim.backend.reclaim_spot(instance_id, stop_now=False)
+        item = describe(ecs, instance_ids=json.dumps([instance_id])).instances.instance[0]
+        assert (item.status, locks_of(item)) == ("Running", ["Recycling"])
+    ecs.delete_instance(models.DeleteInstanceRequest(instance_id=deleted, force=True))
+    assert deleted not in sim.backend.instances and sim.backend.released == []
+    sim.backend.advance_clock(300)
+    assert describe(ecs, instance_ids=json.dumps([kept])).total_count == 0
+    assert sim.backend.released == [kept]
+    url = f"{sim.endpoint}/_sim/reclaim-spot"
+    status, body = raw(url, data=json.dumps({"instance_id": kept, "stop_now": "no"}).encode())
+    assert (status, body["Code"]) == (400, "InvalidParameter") and "stop_now" in body["Message"]
+
+
 def test_reclaim_spot_refuses_what_ecs_would_not_reclaim(ecs, sim):
     sim.backend.settings.launch_delay_s = 30.0
     sim.backend.freeze_clock()

@@ -459,7 +459,7 @@ class AliyunBackend:
 
     # ------------------------------------------------------------------ spot reclaim
 
-    def reclaim_spot(self, instance_id: str) -> datetime:
+    def reclaim_spot(self, instance_id: str, *, stop_now: bool = True) -> datetime:
         """Take a Running spot instance back the way ECS does; returns its termination time.
 
         ECS locks a spot instance it reclaims with OperationLocks.LockReason "Recycling"
@@ -470,6 +470,11 @@ class AliyunBackend:
         5 minutes later"). The emulator stops the instance at the notice already, so that a
         watcher sees it lost at once; `settings.spot_release_delay_s` (300 s) later, on the
         emulator's clock, it is released: gone from DescribeInstances, listed in `released`.
+        `stop_now=False` keeps it Running (with the lock) through the notice instead, as ECS
+        does: the notice is there for a graceful shutdown on the instance itself
+        (https://www.alibabacloud.com/help/en/ecs/user-guide/query-the-interruption-events-of-preemptible-instances,
+        "Detect and handle preemptible instance interruptions": react by shutting down
+        gracefully or persisting data), and the instance goes at its release.
         Test-only control (no ECS action does this): a ValueError for anything ECS would
         not reclaim.
         """
@@ -491,7 +496,7 @@ class AliyunBackend:
                     + "; only a Running spot instance can be reclaimed"
                 )
             instance.lock_reasons.append("Recycling")
-            instance.stopped = True
+            instance.stopped = stop_now
             instance.spot_termination_at = now + timedelta(
                 seconds=self.settings.spot_release_delay_s
             )

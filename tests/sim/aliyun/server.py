@@ -16,8 +16,9 @@ Admin API (JSON in, JSON out), for tests:
   POST /_sim/clock {"advance_seconds": 3600}   (auto-release happens as time passes)
   POST /_sim/clock {"freeze": true}            (time stands still until advanced; false: runs)
   POST /_sim/command-output {"pattern", "output", "exit_code"?}
-  POST /_sim/reclaim-spot {"instance_id"}   (ECS takes a spot instance back: Recycling lock,
-                                             Stopped, released after spot_release_delay_s)
+  POST /_sim/reclaim-spot {"instance_id", "stop_now"?}   (ECS takes a spot instance back:
+                                             Recycling lock, Stopped unless stop_now is false,
+                                             released after spot_release_delay_s)
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"ok": True, "now": fmt_time(backend.now())})
                 return
             elif command == "reclaim-spot":
-                at = backend.reclaim_spot(args["instance_id"])
+                stop_now = args.get("stop_now", True)
+                if not isinstance(stop_now, bool):
+                    raise SimError("InvalidParameter", "stop_now must be true or false")
+                at = backend.reclaim_spot(args["instance_id"], stop_now=stop_now)
                 self._send(200, {"ok": True, "termination_time": fmt_time(at)})
                 return
             elif command == "command-output":
