@@ -64,6 +64,11 @@ step() {
   return "$rc"
 }
 cd "$ORCH_WORKDIR" || finish 126 workdir
+if [ -f "$run_dir/setup.sh" ]; then
+  step "$run_dir/setup.sh"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then finish "$rc" setup; fi
+fi
 export ORCH_RESUMED=0
 if [ -n "${ORCH_STORE:-}" ]; then
   mkdir -p "$ORCH_CHECKPOINT_DIR"
@@ -75,11 +80,6 @@ if [ -n "${ORCH_STORE:-}" ]; then
     --interval "$ORCH_CHECKPOINT_INTERVAL" --cloud "$ORCH_CLOUD_NAME" \
     --state-dir "$run_dir" --pid "$$" &
   agent=$!
-fi
-if [ -f "$run_dir/setup.sh" ]; then
-  step "$run_dir/setup.sh"
-  rc=$?
-  if [ "$rc" -ne 0 ]; then finish "$rc" setup; fi
 fi
 step "$run_dir/cmd.sh"
 finish "$?" cmd
