@@ -20,6 +20,8 @@ from orchestrator import clouds
 from orchestrator.clouds.base import (
     BOX_TAG,
     EXPIRES_TAG,
+    POOL_STORE_TAG,
+    POOL_TAG,
     Cloud,
     ErrorKind,
     NoCredentials,
@@ -55,6 +57,7 @@ class BoxGroup:
     expired: bool
     action: str = "kept"  # "kept" | "destroyed" | "would-destroy" | "failed"
     error: str | None = None
+    reason: str = ""  # why it is (not) reaped, where it is not just its expiry
     local_record: str | None = None  # "marked-destroyed" when a local box dir was updated
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,6 +69,7 @@ class BoxGroup:
             "expired": self.expired,
             "action": self.action,
             "error": self.error,
+            "reason": self.reason,
             "local_record": self.local_record,
             "resources": [r.to_dict() for r in self.resources],
         }
@@ -208,6 +212,7 @@ def sweep(
     """
     now = now or datetime.now(UTC)
     report = SweepReport(now.strftime("%Y-%m-%dT%H:%M:%SZ"), dry_run, {})
+    pools: dict[tuple[str, str], dict[str, Any] | None] = {}  # (store, pool) -> record
     for name in cloud_names:
         cloud = (sweepers or {}).get(name) or clouds.get(name)
         cloud_regions = list(regions) if regions else default_regions(name)
@@ -222,9 +227,41 @@ def sweep(
                 break
             for group in group_resources(name, region, resources, now):
                 report.groups.append(group)
-                if group.expired:
+                if _reap(group, now, pools):
                     _destroy_group(cloud, group, dry_run)
     return report
+
+
+def _reap(
+    group: BoxGroup, now: datetime, pools: dict[tuple[str, str], dict[str, Any] | None]
+) -> bool:
+    """Whether the sweeper destroys `group`: an expired box; for a pool box (orch:pool), also
+    one whose pool record or entry is gone (nobody will ever lease or destroy it), but never
+    one under a lease that has not ended, whatever its expiry."""
+    tags = next((r.tags for r in group.resources if r.tags.get(POOL_TAG)), None)
+    if tags is None:
+        return group.expired
+    from orchestrator.pool.record import lease_expired, record_key
+    from orchestrator.pool.store import open_store
+
+    pool, store_url = tags[POOL_TAG], tags.get(POOL_STORE_TAG, "local")
+    if (store_url, pool) not in pools:
+        try:
+            store = open_store(None if store_url == "local" else store_url)
+            found = store.read(record_key(pool))
+            pools[(store_url, pool)] = found.data if found else None
+        except OrchError as exc:
+            group.reason = f"pool {pool}: record unreadable ({exc.one_line()}); kept"
+            return False
+    record = pools[(store_url, pool)]
+    entry = (record or {}).get("boxes", {}).get(group.box)
+    if record is None or entry is None:
+        group.reason = f"pool {pool} " + ("is gone" if record is None else "no longer lists it")
+        return True
+    if entry.get("state") == "leased" and not lease_expired(entry, now):
+        group.reason = f"leased from pool {pool} until {entry['lease'].get('expires_at')}"
+        return False
+    return group.expired
 
 
 def _destroy_group(cloud: Cloud, group: BoxGroup, dry_run: bool) -> None:

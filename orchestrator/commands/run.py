@@ -24,6 +24,16 @@ DEFAULT_RUN_TTL = "12h"
 )
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan.json to use.")
 @click.option("--box", "box_name", help="Run on this existing box (kept afterwards).")
+@click.option("--pool", help="Lease a box from this pool, run, release it (dirty on failure).")
+@click.option("--pool-store", metavar="s3://BUCKET/PREFIX", help="Where the pool's record is.")
+@click.option(
+    "--lease-wait",
+    type=float,
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --pool: how long to wait for a free box.",
+)
 @click.option("--name", help="Name of the box the run creates (default: the run id).")
 @click.option(
     "--workdir",
@@ -132,13 +142,17 @@ def run(command: tuple[str, ...], **options: Any) -> None:
       orch run --box exp1 --setup 'pip install -r requirements.txt' -- python train.py
       orch run --plan p.json --checkpoint-dir ck --store s3://bkt/ck --spot-recovery 3 -- ./t.sh
       orch run --plan plan.json --detach --name exp2 -- python train.py
+      orch run --pool gpu --fetch outputs -- python train.py
     """
     from orchestrator.run.session import Run
 
     request = _request(command, options)
     as_json = options["as_json"]
     sink = (sys.stderr if as_json else sys.stdout).buffer
-    report = Run(request, _say(False), _progress(as_json), sink).execute()
+    if options["pool"]:
+        report = _run_on_pool(request, options, sink)
+    else:
+        report = Run(request, _say(False), _progress(as_json), sink).execute()
     _print_report(report, as_json, request.detach)
     if report.exit_code:
         sys.exit(report.exit_code)
@@ -183,11 +197,22 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         watch_interval_s=options["watch_interval"],
         ssh_lost_after_s=options["ssh_lost_after"],
     )
-    if options["box_name"]:
+    if options["box_name"] or options["pool"]:
+        where = "--box runs on an existing box" if options["box_name"] else "--pool leases a box"
+        if options["box_name"] and options["pool"]:
+            raise UsageError("give --box or --pool, not both")
         creating = ("plan_path", "name", "ttl", "ssh_cidrs", "state_url", "tags", "spot_bid")
         given = [k for k in creating if options.get(k)]
         if given:
-            raise UsageError(f"--box runs on an existing box: drop --{given[0].replace('_', '-')}")
+            raise UsageError(f"{where}: drop --{given[0].replace('_', '-')}")
+        if options["pool"]:
+            from orchestrator.pool.record import validate_pool_name
+
+            validate_pool_name(options["pool"])
+            if options["spot_recovery"] or options["detach"]:
+                raise UsageError("--pool runs attached, without --spot-recovery")
+            # The leased box's name replaces this placeholder (a valid name) once leased.
+            return RunRequest(box_name="pool-box", **common)
         return RunRequest(box_name=validate_box_name(options["box_name"]), **common)
     name = validate_box_name(options["name"] or spec.run_id)
     ttl = options["ttl"] if options["ttl"] is not None else DEFAULT_RUN_TTL
@@ -219,6 +244,32 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         ssh_alias=options["ssh_alias"],
     )
     return RunRequest(box_name=name, plan=plan, up_options=up_options, **common)
+
+
+def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
+    """Lease a box from the pool, run there, release it (dirty when the run failed)."""
+    import dataclasses
+
+    from orchestrator.pool import manager
+    from orchestrator.run.session import Run
+
+    as_json = options["as_json"]
+    pool = manager.open_pool(
+        options["pool"],
+        options["pool_store"],
+        _say(False),
+        progress=_progress(as_json),
+        ssh_config=request.ssh_config,
+        check_timeout=request.check_timeout,
+    )
+    wait_s = bounded("--lease-wait", options["lease_wait"], low=0, high=DAY_S)
+    leased = manager.lease(pool, wait_s, None)
+    request = dataclasses.replace(request, box_name=leased["box"], check=False)
+    report = Run(request, _say(False), _progress(as_json), sink).execute()
+    dirty = report.exit_code != 0
+    outcome = manager.release(pool, leased["box"], leased["lease_id"], dirty)
+    _say(False)(f"box {leased['box']} went back to pool {options['pool']}: {outcome}")
+    return report
 
 
 def _ssh_config(path: str | None) -> str | None:

@@ -40,7 +40,7 @@ for e in /proc/[0-9]*/environ; do
   pid=${pid%/environ}
   case "$keep" in *" $pid "*) continue ;; esac
   [ -O "/proc/$pid" ] || continue
-  if tr '\0' '\n' < "$e" 2>/dev/null | grep -qxF "HOME=$HOME"; then
+  if tr '\0' '\n' 2>/dev/null < "$e" | grep -qxF "HOME=$HOME"; then
     kill -KILL "$pid" 2>/dev/null || true
   fi
 done

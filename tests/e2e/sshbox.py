@@ -225,3 +225,63 @@ def route_every_host(box: SshBox, path: Path) -> Path:
         f"Host *\n  HostName 127.0.0.1\n  Port {box.port}\n  IdentityFile {box.key_path}\n"
     )
     return path
+
+
+class KeyRouter:
+    """Authorize each box's own key on this sshd as soon as orch writes it, with a HOME of the
+    box's own: many boxes (a pool) on one sshd, each with its own disk, reached with its own
+    key as on real instances. A thread watches ORCH_HOME/boxes/*/id_ed25519.pub."""
+
+    def __init__(self, box: SshBox, orch_home: Path, homes: Path):
+        import threading
+
+        self.box, self.orch_home, self.homes = box, orch_home, homes
+        self.known: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def home_of(self, box_name: str) -> Path:
+        return self.homes / box_name
+
+    def __enter__(self) -> KeyRouter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.1):
+            changed = False
+            for pub in sorted((self.orch_home / "boxes").glob("*/id_ed25519.pub")):
+                key = pub.read_text().strip()
+                if key and self.known.get(pub.parent.name) != key:
+                    self.known[pub.parent.name] = key
+                    changed = True
+            if changed:
+                self._write()
+
+    def _write(self) -> None:
+        lines = []
+        path = f"{self.box.bin_dir}:{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+        for name, key in sorted(self.known.items()):
+            home = self.home_of(name)
+            home.mkdir(parents=True, exist_ok=True)
+            env = {
+                "PATH": path,
+                "FAKE_NVIDIA_SMI_STATE": str(self.box.state_dir),
+                "HOME": str(home),
+            }
+            options = ",".join(f'environment="{k}={v}"' for k, v in env.items())
+            lines.append(f"{options} {key}\n")
+        tmp = self.box.root / "authorized_keys.tmp"
+        tmp.write_text("".join(lines))
+        os.replace(tmp, self.box.root / "authorized_keys")
+
+
+def route_to(box: SshBox, path: Path) -> Path:
+    """An ssh_config sending every host to this sshd, with no key of its own: each box's key
+    must be the one that gets in (see KeyRouter)."""
+    path.write_text(f"Host *\n  HostName 127.0.0.1\n  Port {box.port}\n")
+    return path

@@ -34,10 +34,11 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "orchestrator.provision",
         "orchestrator.check",
-        "orchestrator.sweep",
         "orchestrator.ci_runner",
     ),
-    ("orchestrator.run",),  # a job on a box: uses provision, check and the clouds
+    # A job on a box, a pool of boxes, and the sweeper (which reads pool records): they use
+    # provision, check and the clouds.
+    ("orchestrator.run", "orchestrator.pool", "orchestrator.sweep"),
     ("orchestrator.commands",),
     ("orchestrator.cli", "orchestrator.__main__", "orchestrator"),
 ]

@@ -1,0 +1,184 @@
+"""`orch pool` end to end: real Terraform core + hashicorp/aws against moto, every box's SSH
+on one real sshd on loopback, each box with its own key and its own HOME (tests.e2e.sshbox
+KeyRouter), the pool record in the local store shared by separate orch processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import support
+from tests.e2e import sshbox
+from tests.e2e.conftest import orch_argv
+from tests.support import ok, plan_file, require
+
+pytestmark = pytest.mark.e2e
+
+CIDR = "203.0.113.7/32"
+MOTO_AMI = "ami-1e749f67"
+REPO = Path(__file__).resolve().parents[2]
+
+candidate = partial(
+    support.candidate,
+    region="us-east-1",
+    image={"id": MOTO_AMI},
+    root_volume_gib=120,
+    ssh_user=__import__("getpass").getuser(),
+)
+
+
+@pytest.fixture
+def pool_env(aws_env: dict[str, str], tmp_path: Path):
+    require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
+    require(__import__("shutil").which("rsync"), "rsync (orch run syncs with it)")
+    server = sshbox.make_sshbox(tmp_path / "sshd")
+    server.serve("a10g")
+    routes = sshbox.route_to(server, tmp_path / "routes")
+    env = {**aws_env, "ORCH_SSH_CONFIG": str(routes)}
+    with sshbox.KeyRouter(server, Path(aws_env["ORCH_HOME"]), tmp_path / "homes") as router:
+        yield env, router
+    server.stop()
+
+
+def pool_instances(ec2: Any, pool: str, live: bool = True) -> list[dict[str, Any]]:
+    pages = ec2.describe_instances(Filters=[{"Name": "tag:orch:pool", "Values": [pool]}])
+    found = [i for r in pages["Reservations"] for i in r["Instances"]]
+    return [i for i in found if i["State"]["Name"] != "terminated"] if live else found
+
+
+def nothing_tagged(ec2: Any, pool: str) -> None:
+    assert pool_instances(ec2, pool) == []
+    groups = ec2.describe_security_groups(Filters=[{"Name": "tag:orch:pool", "Values": [pool]}])
+    assert groups["SecurityGroups"] == []
+
+
+def status(orch: Any, env: dict[str, str], pool: str) -> dict[str, Any]:
+    return json.loads(ok(orch("pool", "status", pool, "--json", env=env)).stdout)
+
+
+def states(orch: Any, env: dict[str, str], pool: str) -> dict[str, str]:
+    return {b["box"]: b["state"] for b in status(orch, env, pool)["boxes"]}
+
+
+def create(orch: Any, env: dict[str, str], tmp_path: Path, pool: str, *more: str) -> None:
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    ok(orch("pool", "create", pool, "--plan", plan, "--ssh-cidr", CIDR, "--ttl", "2h",
+            "--check-timeout", "60", *more, env=env, timeout=900))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ scenarios
+
+
+def test_twenty_concurrent_leases_never_share_a_box(orch, ec2, pool_env, tmp_path):
+    env, _ = pool_env
+    create(orch, env, tmp_path, "race", "--min", "5", "--max", "8", "--lease-ttl", "30m")
+    assert list(states(orch, env, "race").values()) == ["ready"] * 5
+
+    leasers = [
+        subprocess.Popen(
+            orch_argv(
+                ["pool", "lease", "race", "--wait", "20s", "--check-timeout", "60", "--json"]
+            ),
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for _ in range(20)
+    ]
+    results = [(p.wait(timeout=900), p.stdout.read(), p.stderr.read()) for p in leasers]
+    leased = [json.loads(out) for code, out, _ in results if code == 0]
+    refused = [err for code, _, err in results if code != 0]
+    boxes = [lease["box"] for lease in leased]
+    assert len(boxes) == len(set(boxes)) == 8, results  # never one box twice; --max is 8
+    assert len(refused) == 12
+    for err in refused:  # the rest waited, then one clear line
+        (line,) = [x for x in err.splitlines() if x.startswith("orch: error: ")]
+        assert "no box free in pool race within 20 s" in line and "--max 8" in line
+    assert len({lease["lease_id"] for lease in leased}) == 8
+    assert len(pool_instances(ec2, "race")) == 8
+    assert sorted(states(orch, env, "race").values()) == ["leased"] * 8
+
+    # Released clean: reset and ready again; dirty: destroyed.
+    first, second = boxes[:2]
+    assert json.loads(ok(orch("pool", "release", "race", first, "--json", env=env)).stdout)[
+        "outcome"
+    ] == "ready"  # fmt: skip
+    ok(orch("pool", "release", "race", second, "--dirty", env=env))
+    after = states(orch, env, "race")
+    assert after[first] == "ready" and second not in after
+
+    ok(orch("pool", "delete", "race", "--force", env=env, timeout=900))
+    nothing_tagged(ec2, "race")
+    assert orch("pool", "status", "race", env=env).returncode == 2
+
+
+def test_a_killed_lease_holder_s_box_comes_back_and_a_lost_box_is_replaced(
+    orch, orch_process, ec2, pool_env, tmp_path
+):
+    env, router = pool_env
+    create(orch, env, tmp_path, "heal", "--min", "1", "--max", "2", "--lease-ttl", "1h")
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    (workdir / "job.py").write_text(
+        "import time, pathlib\npathlib.Path('mark').write_text('x')\nprint('working', flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    # `orch run --pool` holds a lease while its job runs; SIGKILL it: nobody releases.
+    holder = orch_process("run", "--pool", "heal", "--workdir", str(workdir), "--", "python3",
+                          "job.py", env=env)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while "leased" not in states(orch, env, "heal").values():
+        assert time.monotonic() < deadline and holder.poll() is None
+        time.sleep(0.5)
+    (box,) = [b for b, s in states(orch, env, "heal").items() if s == "leased"]
+    runs = router.home_of(box) / ".orch" / "runs"
+    while not list(runs.glob("*/pid")):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    job_pid = int(next(runs.glob("*/pid")).read_text())
+    os.kill(job_pid, 0)  # the job outlived its orch
+
+    # Before the lease ends, reconcile leaves the box alone; after it, the box comes back.
+    ok(orch("pool", "reconcile", "heal", env=env, timeout=600))
+    assert states(orch, env, "heal")[box] == "leased"
+    (record,) = Path(env["ORCH_HOME"]).glob("**/heal/pool.json")
+    data = json.loads(record.read_text())
+    data["boxes"][box]["lease"]["expires_at"] = "2020-01-01T00:00:00Z"  # time passes
+    record.write_text(json.dumps(data))
+    reconciled = ok(orch("pool", "reconcile", "heal", "--json", env=env, timeout=600))
+    result = json.loads(reconciled.stdout)
+    assert result["actions"]["lease_recovered"] == [box]
+    assert states(orch, env, "heal").get(box) == "ready", reconciled.stderr
+    with pytest.raises(ProcessLookupError):  # the reset ended the dead holder's job
+        for _ in range(50):
+            os.kill(job_pid, 0)
+            time.sleep(0.1)
+    assert not (router.home_of(box) / "orch").exists()  # and wiped its files
+
+    # A box terminated behind orch's back is replaced by the next reconcile.
+    (instance,) = pool_instances(ec2, "heal")
+    ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
+    result = json.loads(
+        ok(orch("pool", "reconcile", "heal", "--json", env=env, timeout=600)).stdout
+    )
+    assert result["actions"]["replaced"] == [box] and len(result["actions"]["started"]) == 1
+    now = states(orch, env, "heal")
+    assert box not in now and list(now.values()) == ["ready"]
+    assert len(pool_instances(ec2, "heal")) == 1
+
+    ok(orch("pool", "delete", "heal", env=env, timeout=900))
+    nothing_tagged(ec2, "heal")
