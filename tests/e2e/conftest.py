@@ -14,7 +14,12 @@ Reusable by every e2e suite:
     ec2, ssm, s3       function: boto3 clients pointed at moto
     capacity_proxy     session: an HTTP proxy in front of moto that answers RunInstances for
                        chosen instance types with an EC2 capacity/quota error (moto itself
-                       never runs out of capacity)
+                       never runs out of capacity), and makes S3 conditional writes atomic
+    s3_atomic_url      session: that proxy's URL, for AWS_ENDPOINT_URL in tests that race
+                       S3 conditional writes (moto alone lets two of them both succeed)
+
+Helpers for fixtures of other scopes: moto_server_process(log_dir) (a context manager
+yielding a moto URL) and CapacityProxy(upstream) (a context manager).
 
 Every prerequisite goes through tests.support.require: skipped locally, fatal under CI=true.
 """
@@ -34,6 +39,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -135,13 +141,17 @@ def wait_for_http(url: str, timeout: float = 30.0) -> bool:
     return False
 
 
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextlib.contextmanager
+def moto_server_process(log_dir: Path) -> Iterator[str]:
+    """Run a `moto_server` on a free loopback port (its log in `log_dir`); yields its URL.
+
+    For fixtures of any scope: the session's `moto_server`, or a module's own server.
+    """
     binary = moto_server_binary()
     require(binary, "moto_server (pip install 'moto[server]')")
     assert binary is not None
     port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    log = log_dir / "moto.log"
     with open(log, "wb") as sink:
         process = subprocess.Popen(
             [binary, "-p", str(port), "-H", "127.0.0.1"],
@@ -160,6 +170,12 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
+        yield url
 
 
 # ------------------------------------------------------------------------------ env + runner
@@ -289,6 +305,14 @@ class CapacityProxy:
 
     Those get EC2's own error shape for `code` (400, like VcpuLimitExceeded), which is what
     a real account without quota or capacity for the type answers.
+
+    S3 writes of one object (PUT, DELETE, and any request with If-Match / If-None-Match) are
+    forwarded one at a time, so conditional writes are atomic as on S3. S3 evaluates the
+    condition and the write as one step: of concurrent conditional writes to a key only one
+    succeeds, the others get 412 PreconditionFailed (or 409 ConditionalRequestConflict).
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html
+    moto's server checks the condition, then writes, with no lock, on a thread per request:
+    two conditional PUTs of one key can both succeed there, which S3 never allows.
     """
 
     def __init__(self, upstream: str):
@@ -296,6 +320,8 @@ class CapacityProxy:
         self.refuse: dict[str, str] = {}  # instance type -> error code
         self.refused: list[str] = []
         self.spot_reclaimed: set[str] = set()  # instance ids the "spot service" took back
+        self._object_locks: dict[str, threading.Lock] = {}  # "host path" -> lock (S3 writes)
+        self._object_locks_guard = threading.Lock()
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -305,6 +331,9 @@ class CapacityProxy:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without TCP_NODELAY the body waits for
+            # the client's delayed ACK (~20-40 ms a request).
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -316,13 +345,14 @@ class CapacityProxy:
                 if refusal is not None:
                     self._send(400, {"Content-Type": "text/xml"}, refusal)
                     return
-                upstream = http.client.HTTPConnection(
-                    proxy.upstream.hostname, proxy.upstream.port, timeout=60
-                )
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-                upstream.request(self.command, self.path, body=body or None, headers=headers)
-                response = upstream.getresponse()
-                data = response.read()
+                with proxy.object_lock(self.command, self.path, self.headers):
+                    upstream = http.client.HTTPConnection(
+                        proxy.upstream.hostname, proxy.upstream.port, timeout=60
+                    )
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    upstream.request(self.command, self.path, body=body or None, headers=headers)
+                    response = upstream.getresponse()
+                    data = response.read()
                 skip = ("transfer-encoding", "connection", "content-length")
                 kept = {k: v for k, v in response.getheaders() if k.lower() not in skip}
                 self._send(response.status, kept, proxy.rewrite(body, data))
@@ -339,6 +369,19 @@ class CapacityProxy:
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
 
         return Handler
+
+    def object_lock(
+        self, method: str, path: str, headers: Any
+    ) -> contextlib.AbstractContextManager[object]:
+        """The lock of the S3 object a write names, held while it is forwarded (see the class
+        docstring); a no-op context for reads and EC2/SSM calls (POST to "/")."""
+        conditional = "If-Match" in headers or "If-None-Match" in headers
+        if not (method in ("PUT", "DELETE") or (conditional and method == "POST")):
+            return contextlib.nullcontext()
+        # Path style (/bucket/key) or virtual-hosted (bucket.host/key): the host tells them apart.
+        name = f"{headers.get('Host', '')} {urlparse(path).path}"
+        with self._object_locks_guard:
+            return self._object_locks.setdefault(name, threading.Lock())
 
     def rewrite(self, body: bytes, data: bytes) -> bytes:
         """DescribeInstances: instances in `spot_reclaimed` carry the StateReason EC2 gives a
@@ -412,3 +455,9 @@ def reclaimed_state_reason(data: bytes, instance_ids: set[str]) -> bytes:
 def capacity_proxy(moto_server: str) -> Iterator[CapacityProxy]:
     with CapacityProxy(moto_server) as proxy:
         yield proxy
+
+
+@pytest.fixture(scope="session")
+def s3_atomic_url(capacity_proxy: CapacityProxy) -> str:
+    """An endpoint (AWS_ENDPOINT_URL) where S3 conditional writes are atomic as on AWS."""
+    return capacity_proxy.url
