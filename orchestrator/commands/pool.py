@@ -33,7 +33,7 @@ def _open(name: str, store_url: str | None, as_json: bool, **kwargs: Any):  # no
 
     if "ssh_config" in kwargs:
         kwargs["ssh_config"] = resolve_ssh_config(kwargs["ssh_config"])
-    return open_pool(name, store_url, _say(as_json), progress=_progress(as_json), **kwargs)
+    return open_pool(name, store_url, _say(False), progress=_progress(as_json), **kwargs)
 
 
 @click.group("pool")

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from orchestrator.pool.store import Conflict, RecordStore, open_store, update
-
 from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG, CloudError
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 from orchestrator.plan import Plan
 from orchestrator.pool import record as pool_record
+from orchestrator.pool.store import Conflict, RecordStore, open_store, update
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
 

@@ -28,8 +28,10 @@ for d in "$HOME"/.orch/runs/*/; do
   case "$pid" in ''|*[!0-9]*) pid=0 ;; esac
   if [ "$pid" -gt 1 ]; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi
 done
-keep=" $$ "
-p=$$
+# This shell's own pid: $$ names the parent when the script runs in a subshell.
+me=$(exec sh -c 'echo "$PPID"')
+keep=" $$ $me "
+p=$me
 while [ "$p" -gt 1 ]; do
   p=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' ')
   [ -n "$p" ] || break
