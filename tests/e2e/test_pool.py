@@ -180,5 +180,21 @@ def test_a_killed_lease_holder_s_box_comes_back_and_a_lost_box_is_replaced(
     assert box not in now and list(now.values()) == ["ready"]
     assert len(pool_instances(ec2, "heal")) == 1
 
+    # `orch run --pool`: a job that succeeds gives the box back clean; one that fails, dirty.
+    (fresh,) = now
+    (workdir / "ok.py").write_text("print('pool job ran')\n")
+    ran = ok(orch("run", "--pool", "heal", "--workdir", str(workdir), "--", "python3", "ok.py",
+                  env=env, timeout=600))  # fmt: skip
+    assert (
+        "pool job ran" in ran.stdout and f"box {fresh} went back to pool heal: ready" in ran.stderr
+    )
+    assert states(orch, env, "heal") == {fresh: "ready"}
+    failed = orch("run", "--pool", "heal", "--workdir", str(workdir), "--", "python3", "-c",
+                  "raise SystemExit(5)", env=env, timeout=600)  # fmt: skip
+    assert (
+        failed.returncode == 5 and f"box {fresh} went back to pool heal: destroyed" in failed.stderr
+    )
+    assert states(orch, env, "heal") == {}
+
     ok(orch("pool", "delete", "heal", env=env, timeout=900))
     nothing_tagged(ec2, "heal")

@@ -1,0 +1,166 @@
+"""The pool's record rules (which box a lease takes, counting, expiry), the sweeper's verdict on
+pool boxes, and `orch pool` input checks. No cloud: the record is a local store's."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.clouds.base import BOX_TAG, EXPIRES_TAG, POOL_STORE_TAG, POOL_TAG
+from orchestrator.errors import UsageError
+from orchestrator.pool import record as pool_record
+from orchestrator.pool.store import LocalStore
+from orchestrator.sweep import Resource, _reap, group_resources
+from tests.support import candidate, plan_file
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def record_with(**boxes: dict[str, Any]) -> dict[str, Any]:
+    data = pool_record.new_record(
+        "gpu", {"choice": {}}, minimum=1, maximum=3, idle_s=600, ttl="8h", lease_ttl_s=3600,
+        up={"ssh_cidrs": []}, store_url="local",
+    )  # fmt: skip
+    data["boxes"] = boxes
+    return data
+
+
+def box(state: str, since: str, expires: str | None = None, lease_until: str | None = None):
+    entry = {"state": state, "since": since, "by": None, "lease": None,
+             "box": {"expires_at": expires}}  # fmt: skip
+    if lease_until:
+        entry["lease"] = {"id": "x", "holder": "h", "expires_at": lease_until}
+    return entry
+
+
+def test_a_lease_takes_the_longest_idle_box_that_outlives_it():
+    far = iso(datetime.now(UTC) + timedelta(hours=5))
+    soon = iso(datetime.now(UTC) + timedelta(minutes=10))
+    data = record_with(
+        a=box("ready", "2026-12-03T10:00:00Z", far),
+        b=box("ready", "2026-12-03T09:00:00Z", soon),  # idle longest, but ends within a lease
+        c=box("ready", "2026-12-03T09:30:00Z", far),
+        d=box("leased", "2026-12-03T08:00:00Z", far, far),
+    )
+    assert pool_record.pick_ready(data, 3600) == "c"
+    lease = pool_record.lease_box(data, "c", "me", 3600)
+    assert data["boxes"]["c"]["state"] == "leased" and data["boxes"]["c"]["lease"] == lease
+    assert pool_record.pick_ready(data, 3600) == "a"
+    assert pool_record.pick_ready(record_with(d=box("leased", "x", far, far)), 60) is None
+
+
+def test_counting_expiry_and_stale_work():
+    data = record_with(
+        a=box("ready", iso(NOW)),
+        b=box("destroying", iso(NOW)),
+        c=box("provisioning", iso(NOW - timedelta(hours=2))),
+    )
+    assert pool_record.counted(data) == 2  # a box being destroyed no longer counts
+    assert pool_record.stale(data["boxes"]["c"], NOW)
+    assert not pool_record.stale(data["boxes"]["a"], NOW)
+    leased = box("leased", iso(NOW), lease_until=iso(NOW - timedelta(seconds=1)))
+    assert pool_record.lease_expired(leased, NOW)
+    assert not pool_record.lease_expired(
+        box("leased", iso(NOW), lease_until=iso(NOW + timedelta(1))), NOW
+    )
+
+
+def test_pool_names_and_sizes():
+    assert pool_record.validate_pool_name("gpu-a10") == "gpu-a10"
+    for bad in ("", "GPU", "-gpu", "gpu-", "g" * 33, "gpu_a"):
+        with pytest.raises(UsageError):
+            pool_record.validate_pool_name(bad)
+    with pytest.raises(UsageError):
+        pool_record.new_record(
+            "gpu", {}, minimum=3, maximum=2, idle_s=1, ttl="1h", lease_ttl_s=60, up={},
+            store_url="local",
+        )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ sweeper
+
+
+def groups_for(box_name: str, expires: str, pool: str = "gpu") -> list:
+    tags = {BOX_TAG: box_name, EXPIRES_TAG: expires, POOL_TAG: pool, POOL_STORE_TAG: "local"}
+    resources = [Resource("instance", "i-1", "g5.xlarge", tags, "us-east-1", "running")]
+    return group_resources("aws", "us-east-1", resources, NOW)
+
+
+@pytest.fixture
+def local_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalStore:
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    from orchestrator.pool.store import open_store
+
+    return open_store(None)  # type: ignore[return-value]
+
+
+def test_the_sweeper_keeps_a_leased_pool_box_until_its_lease_ends(local_pool):
+    past, future = iso(NOW - timedelta(hours=1)), iso(NOW + timedelta(hours=1))
+    data = record_with(**{"gpu-aaaaaa": box("leased", iso(NOW), past, lease_until=future)})
+    local_pool.create(pool_record.record_key("gpu"), data)
+    (group,) = groups_for("gpu-aaaaaa", past)
+    assert group.expired and not _reap(group, NOW, {})  # expired tag, but under a lease
+    assert "leased from pool gpu" in group.reason
+    later = NOW + timedelta(hours=2)
+    (group,) = groups_for("gpu-aaaaaa", past)
+    assert _reap(group, later, {})
+
+
+def test_the_sweeper_reaps_pool_boxes_whose_pool_or_entry_is_gone(local_pool):
+    future = iso(NOW + timedelta(hours=5))
+    (orphan,) = groups_for("gone-aaaaaa", future, pool="gone")
+    assert not orphan.expired and _reap(orphan, NOW, {}) and "pool gone is gone" in orphan.reason
+    local_pool.create(pool_record.record_key("gpu"), record_with())
+    (unlisted,) = groups_for("gpu-bbbbbb", future)
+    assert _reap(unlisted, NOW, {}) and "no longer lists it" in unlisted.reason
+    data = record_with(**{"gpu-cccccc": box("ready", iso(NOW), future)})
+    local_pool.replace(pool_record.record_key("gpu"), data, local_pool.read(
+        pool_record.record_key("gpu")).etag)  # fmt: skip
+    (listed,) = groups_for("gpu-cccccc", future)
+    assert not _reap(listed, NOW, {})  # a live pool's unexpired box stays
+
+
+# ------------------------------------------------------------------------------ CLI
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1 and err[0].startswith("orch: error: ")
+    for word in words:
+        assert word in err[0], err[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (("--ttl", "none"), ("expiry",)),
+        (("--ttl", "1h", "--lease-ttl", "2h"), ("--lease-ttl",)),
+        (("--min", "3", "--max", "2"), ("--min",)),
+        (("--idle", "soon"), ("--idle",)),
+        (("--store", "gs://bucket/x"), ("pool store",)),
+        (("--ssh-cidr", "0.0.0.0/0"), ("0.0.0.0/0",)),
+    ],
+)
+def test_bad_pool_options_are_refused_before_any_box(tmp_path, monkeypatch, capsys, extra, words):
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    refused(capsys, "pool", "create", "gpu", "--plan", plan, "--ssh-cidr", "203.0.113.7/32",
+            *extra, words=words)  # fmt: skip
+    assert not (tmp_path / "home" / "boxes").exists()
+
+
+def test_pool_commands_on_an_unknown_pool(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    refused(capsys, "pool", "status", "nonesuch", words=("no pool named 'nonesuch'",))
+    refused(capsys, "pool", "lease", "Bad_Name", words=("bad pool name",))
+    refused(capsys, "pool", "release", "gpu", "Not-A-Box!", words=("bad box name",))
