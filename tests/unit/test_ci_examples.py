@@ -50,3 +50,16 @@ def test_gitlab_example_tears_down_in_after_script():
     assert not any(line.startswith("orch down ") for line in train["script"])
     assert "schedule" in sweep["rules"][0]["if"]
     assert sweep["script"] == ['orch sweep --cloud aws --region "$AWS_REGION" --json']
+
+
+def test_pool_example_runs_through_the_pool_and_reconciles_on_a_schedule():
+    yaml = require_module("yaml", "PyYAML, which parses the workflow")
+    workflow = yaml.safe_load((REPO / "examples" / "github-actions-pool.yml").read_text())
+    train = workflow["jobs"]["train"]["steps"]
+    (run,) = [s["run"] for s in train if "orch run" in s.get("run", "")]
+    assert "--pool gpu" in run and "--pool-store" in run and " -- python3 train.py" in run
+    reconcile = [s.get("run", "") for s in workflow["jobs"]["reconcile"]["steps"]]
+    assert any(r.startswith("orch pool reconcile gpu") for r in reconcile)
+    assert any(r.startswith("orch sweep ") for r in reconcile)
+    assert "schedule" in workflow["jobs"]["reconcile"]["if"]
+    assert workflow[True]["schedule"][0]["cron"]  # PyYAML reads the `on:` key as True
