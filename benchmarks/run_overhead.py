@@ -62,6 +62,9 @@ from orchestrator.plan import Plan, write_plan  # noqa: E402
 from tests import support  # noqa: E402
 from tests.e2e import sshbox  # noqa: E402
 from tests.e2e.conftest import CapacityProxy  # noqa: E402
+
+# Counts with a checkpoint (the e2e test's job): attempt 2 resumes where attempt 1 saved.
+from tests.e2e.test_run import COUNTER_PY  # noqa: E402
 from tests.sim.metadata import MetadataService  # noqa: E402
 
 MOTO_AMI = "ami-1e749f67"
@@ -71,24 +74,6 @@ TARGET_OVERHEAD_S = 20.0
 TARGET_RECOVERY_EXTRA_S = 60.0
 
 FIRST_LINE_PY = 'print("first line from the box", flush=True)\n'
-
-# Counts with a checkpoint (as in test_run.py): attempt 2 resumes where attempt 1 saved.
-COUNTER_PY = """\
-import json, os, pathlib, sys, time
-ckpt = pathlib.Path(os.environ["ORCH_CHECKPOINT_DIR"])
-state = ckpt / "state.json"
-done = json.loads(state.read_text())["done"] if state.exists() else []
-print(f"attempt={os.environ['ORCH_ATTEMPT']} resumed={os.environ['ORCH_RESUMED']} "
-      f"from={len(done)}", flush=True)
-target, delay = int(sys.argv[1]), float(sys.argv[2])
-for n in range(len(done) + 1, target + 1):
-    time.sleep(delay)
-    done.append(n)
-    tmp = ckpt / "state.json.tmp"
-    tmp.write_text(json.dumps({"done": done}))
-    os.replace(tmp, state)
-    print(f"count {n}", flush=True)
-"""
 
 PROGRESS = re.compile(r"^\s+\[\s*([\d.]+)s\] ")
 

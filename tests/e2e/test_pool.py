@@ -198,3 +198,40 @@ def test_a_killed_lease_holder_s_box_comes_back_and_a_lost_box_is_replaced(
 
     ok(orch("pool", "delete", "heal", env=env, timeout=900))
     nothing_tagged(ec2, "heal")
+
+
+def test_a_pool_in_s3_is_shared_by_runners_on_other_machines(
+    orch, ec2, s3, pool_env, capacity_proxy, tmp_path
+):
+    """The record, the boxes' Terraform state and their keys live in the bucket: a runner with
+    another ORCH_HOME (another machine) leases, reaches, releases; the creator deletes."""
+    env, router = pool_env
+    s3.create_bucket(Bucket="pools")
+    store = "s3://pools/ci"
+    # Conditional writes through the proxy that makes moto's atomic, as S3's are.
+    env = {**env, "AWS_ENDPOINT_URL": capacity_proxy.url}
+    create(orch, env, tmp_path, "shared", "--min", "1", "--max", "1", "--store", store)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="pools")["Contents"]]
+    assert "ci/pools/shared/pool.json" in keys
+    assert any(k.startswith("ci/pools/shared/keys/shared-") for k in keys)
+    assert any(k.startswith("ci/pools/shared/state/") for k in keys)
+
+    other = {**env, "ORCH_HOME": str(tmp_path / "other-machine")}
+    leased = json.loads(ok(orch("pool", "lease", "shared", "--store", store, "--json",
+                                env=other)).stdout)  # fmt: skip
+    box_dir = Path(leased["box_dir"])
+    assert box_dir.is_relative_to(tmp_path / "other-machine")
+    assert oct((box_dir / "id_ed25519").stat().st_mode & 0o777) == "0o600"
+    shown = ok(orch("ssh", leased["box"], "--", "echo", "reached", env=other))
+    assert shown.stdout == "reached\n"
+    # The pool is full and its one box leased: a second runner waits, then gets one line.
+    busy = orch("pool", "lease", "shared", "--store", store, "--wait", "1", env=other)
+    assert busy.returncode == 1 and "no box free in pool shared" in busy.stderr
+    ok(orch("pool", "release", "shared", leased["box"], "--store", store, env=other))
+
+    ok(orch("pool", "delete", "shared", "--store", store, env=env, timeout=900))
+    nothing_tagged(ec2, "shared")
+    left = s3.list_objects_v2(Bucket="pools").get("Contents", [])
+    assert not [
+        o["Key"] for o in left if "/pools/shared/" in o["Key"] and "/state/" not in o["Key"]
+    ]

@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.run import agent as agent_module
-from tests.e2e.conftest import free_port, moto_server_binary, wait_for_http
+from tests.e2e.conftest import free_port, moto_server_process
 from tests.sim.metadata import MetadataService
-from tests.support import require
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = REPO / "orchestrator" / "run" / "agent.py"
@@ -36,29 +35,8 @@ NO_CLIENT = "no S3 client on this box"
 
 @pytest.fixture(scope="module")
 def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = moto_server_binary()
-    require(binary, "moto_server (pip install 'moto[server]')")
-    assert binary is not None
-    port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as sink:
-        process = subprocess.Popen(
-            [binary, "-p", str(port), "-H", "127.0.0.1"],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not wait_for_http(f"{url}/moto-api/data.json"):
-            pytest.fail(f"moto_server did not start: {log.read_text()[-2000:]}")
+    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture(scope="module")
