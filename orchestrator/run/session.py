@@ -407,7 +407,7 @@ class Run:
             except StreamStopped:
                 if watch.lost is not None:
                     raise BoxLost(watch.lost) from None
-                raise
+                raise OrchError("the output stream was stopped") from None
             except SshLost as exc:
                 self._raise_if_lost(box, exc)
                 raise

@@ -210,7 +210,20 @@ def test_a_pool_in_s3_is_shared_by_runners_on_other_machines(
     store = "s3://pools/ci"
     # Conditional writes through the proxy that makes moto's atomic, as S3's are.
     env = {**env, "AWS_ENDPOINT_URL": capacity_proxy.url}
-    create(orch, env, tmp_path, "shared", "--min", "1", "--max", "1", "--store", store)
+    create(
+        orch,
+        env,
+        tmp_path,
+        "shared",
+        "--min",
+        "1",
+        "--max",
+        "1",
+        "--lease-ttl",
+        "30m",
+        "--store",
+        store,
+    )
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="pools")["Contents"]]
     assert "ci/pools/shared/pool.json" in keys
     assert any(k.startswith("ci/pools/shared/keys/shared-") for k in keys)

@@ -26,6 +26,8 @@ def walk(
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
         assert command is not None, f"orch {' '.join((*path, name))} cannot be loaded"
+        if command.hidden:  # internal (orch pool _provision): not in --help, no examples
+            continue
         found.append(((*path, name), command))
         if isinstance(command, click.Group):
             found += walk(command, (*path, name))
