@@ -14,8 +14,6 @@ import pytest
 from orchestrator.clouds.aws import prices as aws_pricing
 from tests.sim.aws_prices import PriceServer, SpotRow, product
 
-pytest.importorskip("boto3")
-
 REPO = Path(__file__).resolve().parents[2]
 T1, T2 = "p5.48xlarge", "g6e.xlarge"
 

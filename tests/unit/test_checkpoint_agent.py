@@ -71,7 +71,8 @@ def env(moto_url: str, metadata: MetadataService) -> dict[str, str]:
 
 @pytest.fixture
 def s3(moto_url: str):  # noqa: ANN201 - a boto3 client
-    boto3 = pytest.importorskip("boto3")
+    import boto3  # a dependency of orch itself
+
     return boto3.client(
         "s3",
         endpoint_url=moto_url,
@@ -691,7 +692,6 @@ def test_a_file_that_never_settles_is_not_committed(tmp_path: Path) -> None:
 
 
 def test_oss_endpoints_get_virtual_hosted_addressing() -> None:
-    pytest.importorskip("botocore")
     oss = agent_module.client_config("https://oss-cn-hangzhou.aliyuncs.com")
     assert oss.s3 == {"addressing_style": "virtual"}
     assert oss.signature_version == "s3"
