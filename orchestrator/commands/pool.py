@@ -141,8 +141,12 @@ def lease(name: str, wait: str, lease_ttl: str | None, store_url: str | None,
     lease_s = _seconds("--lease-ttl", lease_ttl, 60, 7 * DAY_S) if lease_ttl else None
     handle = _open(name, store_url, as_json, ssh_config=ssh_config, check_timeout=check_timeout)
     result = lease_box(handle, wait_s, lease_s)
-    _echo(result, as_json, f"leased {result['box']} until {result['lease_expires_at']} "
-          f"(lease {result['lease_id']}); release: orch pool release {name} {result['box']}")
+    _echo(
+        result,
+        as_json,
+        f"leased {result['box']} until {result['lease_expires_at']} "
+        f"(lease {result['lease_id']}); release: orch pool release {name} {result['box']}",
+    )
 
 
 @pool.command("release")
@@ -222,8 +226,15 @@ def reconcile(name: str, store_url: str | None, ssh_config: str | None, check_ti
     handle = _open(name, store_url, as_json, ssh_config=ssh_config, check_timeout=check_timeout)
     result = reconcile_pool(handle)
     done = {k: v for k, v in result["actions"].items() if v}
-    _echo(result, as_json, f"pool {name}: " + (", ".join(
-        f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in done.items()) or "nothing to do"))
+    _echo(
+        result,
+        as_json,
+        f"pool {name}: "
+        + (
+            ", ".join(f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in done.items())
+            or "nothing to do"
+        ),
+    )
 
 
 @pool.command("delete")

@@ -184,7 +184,9 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         # A reclaim is noticed within this; spot runs pay for every second of it.
         options["watch_interval"] = 5.0 if options["spot_recovery"] else 15.0
     bounded("--watch-interval", options["watch_interval"], low=0.2, high=3600)
-    ssh_config = _ssh_config(options["ssh_config"])
+    from orchestrator.check.transport import resolve_ssh_config
+
+    ssh_config = resolve_ssh_config(options["ssh_config"])
     common = dict(
         spec=spec,
         keep=options["keep"],
@@ -270,12 +272,6 @@ def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
     outcome = manager.release(pool, leased["box"], leased["lease_id"], dirty)
     _say(False)(f"box {leased['box']} went back to pool {options['pool']}: {outcome}")
     return report
-
-
-def _ssh_config(path: str | None) -> str | None:
-    from orchestrator.check.transport import resolve_ssh_config
-
-    return resolve_ssh_config(path)
 
 
 def _duration(seconds: float | None) -> str:

@@ -108,6 +108,7 @@ def _up_options(pool: Pool, data: dict[str, Any], box_name: str) -> lifecycle.Up
 
 def _summary(box: Box) -> dict[str, Any]:
     outputs = box.outputs or {}
+    user, _ = lifecycle.ssh_target(box)
     return {
         "cloud": box.cloud,
         "region": box.region,
@@ -116,7 +117,7 @@ def _summary(box: Box) -> dict[str, Any]:
         "price_per_hour": box.candidate.price_per_hour,
         "instance_id": outputs.get("instance_id"),
         "public_ip": outputs.get("public_ip"),
-        "ssh_user": outputs.get("ssh_user") or box.candidate.ssh_user,
+        "ssh_user": user,
         "expires_at": box.expires_at,
         "state_url": box.state_url,
     }

@@ -37,7 +37,7 @@ def ensure_keypair(private_path: Path, comment: str, key_type: str = "ed25519") 
         private_text, public_line = _generate_with_cryptography(comment, key_type)
     except ImportError:
         private_text, public_line = _generate_with_ssh_keygen(comment, key_type)
-    _write_private(private_path, private_text)
+    write_private_key(private_path, private_text)
     public_path.write_text(public_line + "\n")
     return public_line
 
@@ -83,12 +83,8 @@ def _generate_with_ssh_keygen(comment: str, key_type: str) -> tuple[str, str]:
 
 
 def write_private_key(path: Path, text: str) -> None:
-    """Write a private key received from elsewhere (a pool's store), mode 0600 from the start."""
-    _write_private(path, text)
-
-
-def _write_private(path: Path, text: str) -> None:
-    # Created 0600 from the start: the key is never readable by others, even briefly.
+    """Write a private key (made here, or a pool box's from its store), mode 0600 from the
+    start: it is never readable by others, even briefly."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)

@@ -326,13 +326,11 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
 
 
 def _write_ssh_alias(box: Box, say: Say) -> None:
-    outputs = box.outputs or {}
-    host = outputs.get("public_ip") or outputs.get("private_ip")
-    user = str(outputs.get("ssh_user") or box.candidate.ssh_user)
+    user, host = ssh_target(box)
     if not host:
         say(f"box {box.name} has no address yet: no ssh_config entry written")
         return
-    path = ssh_alias.write_alias(box, str(host), user)
+    path = ssh_alias.write_alias(box, host, user)
     say(f"ssh_config entry: `ssh orch-{box.name}` ({path})")
 
 
@@ -594,7 +592,6 @@ class NoSuchBox(UsageError):
     """`down` found no record of the box, here or in the --state bucket."""
 
 
-
 def down(name: str, state_url: str | None, say: Say, progress: Say | None = None) -> Box:
     """Destroy box `name` and everything it created; returns its last record.
 
@@ -844,11 +841,18 @@ def _publish(box: Box, location: Location) -> None:
     )
 
 
+def ssh_target(box: Box) -> tuple[str, str | None]:
+    """(login user, address) of a box: what its outputs say, else the plan's user; None for an
+    address not known yet."""
+    outputs = box.outputs or {}
+    host = outputs.get("public_ip") or outputs.get("private_ip")
+    return str(outputs.get("ssh_user") or box.candidate.ssh_user), str(host) if host else None
+
+
 def box_summary(box: Box) -> dict[str, object]:
     """The object `orch up --json` prints (and `orch status --json` lists)."""
     outputs = box.outputs or {}
-    user = outputs.get("ssh_user") or box.candidate.ssh_user
-    host = outputs.get("public_ip") or outputs.get("private_ip")
+    user, host = ssh_target(box)
     return {
         "name": box.name,
         "state": box.state,
