@@ -36,7 +36,7 @@ WORK_DIR = "orch/work"
 STOP_GRACE_S = 30  # TERM, then KILL after this long (CI cancellations give ~10 s more)
 
 # The wrapper. `exit` is written atomically (rename) and last, so a reader that sees it sees
-# the final status; a TERM is passed to the running step, whose status is then kept.
+# the final status; a TERM reaches the running step with its group, and its status is kept.
 JOB_SH = r"""#!/bin/bash
 # orch run: the job's wrapper on the box (written by orchestrator/run/remote.py).
 set -u
@@ -51,8 +51,10 @@ finish() {
   printf '%s %s\n' "$1" "$2" > "$run_dir/exit.tmp" && mv -f "$run_dir/exit.tmp" "$run_dir/exit"
   exit 0
 }
-forward() { if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null; fi; }
-trap forward TERM INT HUP
+# `orch stop` signals the whole process group (systemd: every process of the unit), so the
+# step already has its TERM: the wrapper only survives it, to keep the step's status. Passing
+# it on as well would hand the step a second TERM while its handler runs.
+trap ':' TERM INT HUP
 step() {
   bash "$1" </dev/null &
   child=$!
