@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, field, fields
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UsageError
+from orchestrator.records import record
 
 SCHEMA = "orch.plan/v1"
 
 
-@dataclass
+@record(frozen=False)
 class Candidate:
     cloud: str
     region: str
@@ -79,7 +80,7 @@ class Candidate:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-@dataclass
+@record(frozen=False)
 class Plan:
     job: dict[str, Any]
     estimate: dict[str, Any]

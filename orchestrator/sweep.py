@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from orchestrator.clouds.base import (
     retry_while,
 )
 from orchestrator.errors import OrchError, UsageError
+from orchestrator.records import record
 
 ALL = "any"  # `orch sweep --cloud any`: every registered cloud
 # Deletion order within a box when a cloud lists a box's resources: what holds one goes first.
@@ -47,7 +48,7 @@ def retry_while_blocked(
     retry_while(lambda exc: exc.kind is ErrorKind.RETRYABLE, delete, timeout_s, pause_s)
 
 
-@dataclass
+@record(frozen=False)
 class BoxGroup:
     cloud: str
     region: str
@@ -75,7 +76,7 @@ class BoxGroup:
         }
 
 
-@dataclass
+@record(frozen=False)
 class SweepReport:
     now: str
     dry_run: bool

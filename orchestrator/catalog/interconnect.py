@@ -3,15 +3,15 @@ measurements (data/llm_throughput.toml): catalog facts kept apart from the price
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from orchestrator.catalog.loader import DATA_DIR, CatalogError, _source, read_toml_cached
 from orchestrator.catalog.schema import Source
+from orchestrator.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Interconnect:
     kind: str  # "nvswitch" | "nvlink" | "pcie"
     link_gbps: float  # per-GPU one-way link rate (spec)
@@ -19,7 +19,7 @@ class Interconnect:
     source: Source
 
 
-@dataclass(frozen=True)
+@record
 class LlmMeasurement:
     gpu: str
     precision: str

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from orchestrator.records import record
 
-@dataclass(frozen=True)
+
+@record
 class Source:
     """Where a fact comes from and the date it was read (ISO `YYYY-MM-DD`)."""
 
@@ -18,7 +20,7 @@ class Source:
     verified: bool = True
 
 
-@dataclass(frozen=True)
+@record
 class Gpu:
     name: str  # canonical: "T4", "V100-16GB", "V100-32GB", "A10", "A10G", "L4", "A100-40GB", ...
     memory_gib: float  # marketing memory (e.g. 16 for T4); nvidia-smi reports a little less
@@ -36,7 +38,7 @@ class Gpu:
     architecture: str = ""  # "Turing", "Volta", "Ampere", "Ada", "Hopper"
 
 
-@dataclass(frozen=True)
+@record
 class Price:
     """USD per hour for one instance in one region; None when no public source gives it."""
 
@@ -44,7 +46,7 @@ class Price:
     spot: float | None = None
 
 
-@dataclass(frozen=True)
+@record
 class InstanceType:
     cloud: str  # a registered cloud name (orchestrator.clouds.names())
     name: str  # exact API name: "g5.xlarge", "ecs.gn7i-c8g1.2xlarge"
@@ -74,7 +76,7 @@ class InstanceType:
         return price.spot if spot else price.on_demand
 
 
-@dataclass(frozen=True)
+@record
 class ModelEntry:
     name: str  # canonical catalog name: "bert-large-uncased"
     aliases: tuple[str, ...]  # other accepted names: "bert-large"
@@ -87,7 +89,7 @@ class ModelEntry:
     tags: tuple[str, ...] = field(default=())
 
 
-@dataclass(frozen=True)
+@record
 class ThroughputMeasurement:
     """A published, measured training throughput used to calibrate the throughput model.
 

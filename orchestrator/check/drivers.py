@@ -18,7 +18,8 @@ the box's nvidia-smi says) but cannot run CUDA 11 code on it at all. Two minimum
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from orchestrator.records import record
 
 Version = tuple[int, ...]
 
@@ -51,7 +52,7 @@ def show(version: Version) -> str:
     return ".".join(str(p) if i == 0 else f"{p:02d}" for i, p in enumerate(version))
 
 
-@dataclass(frozen=True)
+@record
 class Requirement:
     version: Version
     reason: str

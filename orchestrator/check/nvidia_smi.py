@@ -12,10 +12,11 @@ import csv
 import io
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from orchestrator.errors import OrchError
+from orchestrator.records import record
 
 INVENTORY_FIELDS = (
     "index",
@@ -50,7 +51,7 @@ def query_argv(fields: tuple[str, ...]) -> list[str]:
     return ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
 
 
-@dataclass
+@record(frozen=False)
 class GpuInventory:
     index: int
     name: str
@@ -64,7 +65,7 @@ class GpuInventory:
         return asdict(self)
 
 
-@dataclass
+@record(frozen=False)
 class GpuUsage:
     index: int
     utilization_pct: int | None

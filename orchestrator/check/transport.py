@@ -22,13 +22,14 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import clouds
 from orchestrator.clouds.base import CommandResult, Unreachable
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_FAILURE, OrchError, UsageError
+from orchestrator.records import record
 
 if TYPE_CHECKING:
     from orchestrator.provision.boxes import Box
@@ -70,7 +71,7 @@ class OutputTooLarge(OrchError):
         super().__init__(message, exit_code=EXIT_CHECK_FAILED)
 
 
-@dataclass
+@record(frozen=False)
 class _Bounded:
     returncode: int
     stdout: str
@@ -206,7 +207,7 @@ _JUMP = re.compile(
 )
 
 
-@dataclass
+@record(frozen=False)
 class SshTransport:
     host: str
     user: str
@@ -355,7 +356,7 @@ class SshTransport:
 # ----------------------------------------------------------------------------------- local
 
 
-@dataclass
+@record(frozen=False)
 class LocalTransport:
     description: str = "this machine"
 

@@ -14,13 +14,14 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from orchestrator.check import nvidia_smi
 from orchestrator.check.transport import CommandResult, OutputTooLarge, Transport, Unreachable
 from orchestrator.check.verify import EXIT_NO_DRIVER, EXIT_TIMED_OUT, bounded_query
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError
+from orchestrator.records import record
 
 LOW_UTIL_PCT = 30
 MEMORY_FULL_FRACTION = 0.95
@@ -29,7 +30,7 @@ MEMORY_FULL_FRACTION = 0.95
 MIN_SAMPLE_S = 5.0
 
 
-@dataclass
+@record(frozen=False)
 class Sample:
     at: float  # time.time()
     gpus: list[nvidia_smi.GpuUsage]

@@ -20,7 +20,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.ci_runner import github, gitlab
@@ -37,6 +36,7 @@ from orchestrator.ci_runner.common import (
 from orchestrator.ci_runner.userdata import render_section
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision.boxes import validate_box_name
+from orchestrator.records import record
 
 __all__ = ["CiRunner", "Registration", "forget", "from_options", "json_fields", "registered"]
 
@@ -50,7 +50,7 @@ _PLACEHOLDER_EXPIRY = "2000-01-01T00:00:00Z"
 TRUSTED_URL_ENV = "ORCH_CI_URL"
 
 
-@dataclass(frozen=True)
+@record
 class Registration:
     """A registered runner: what the box record keeps, and the runner token for user data."""
 

@@ -22,11 +22,12 @@ import importlib
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
+from orchestrator.records import record
 
 PLUGINS_ENV = "ORCH_CLOUD_PLUGINS"
 
@@ -84,7 +85,7 @@ class Unreachable(OrchError):
         super().__init__(message, exit_code=EXIT_FAILURE, hint=hint)
 
 
-@dataclass
+@record(frozen=False)
 class CommandResult:
     """What a command run on a box returned, whichever transport ran it."""
 
@@ -99,7 +100,7 @@ class CommandResult:
         return self.stdout + self.stderr
 
 
-@dataclass
+@record(frozen=False)
 class TaggedResource:
     """A resource found in the cloud by its orch tags (for `down` and the sweeper)."""
 
@@ -123,7 +124,7 @@ class TaggedResource:
         return {"kind": self.kind, "id": self.id, "name": self.name}
 
 
-@dataclass(frozen=True)
+@record
 class InstanceState:
     """What the cloud says of a box's instance now (for `orch run`'s watch and recovery).
 
@@ -144,7 +145,7 @@ class InstanceState:
         return self.state in ("stopping", "stopped", "terminated", "missing")
 
 
-@dataclass(frozen=True)
+@record
 class LocalSetup:
     """What this machine has configured for a cloud, read offline (environment and config
     files only: no SDK, no network), so `orch plan --cloud any` can rank what the user can
@@ -156,7 +157,7 @@ class LocalSetup:
     region_basis: str = ""  # where the region comes from: "AWS_REGION", "~/.aws/config", ...
 
 
-@dataclass(frozen=True)
+@record
 class ImageChoice:
     """Which image a candidate boots: the plan's `image` query, login user, root volume."""
 
@@ -199,7 +200,7 @@ class BoxRequest(Protocol):
 PriceTable = dict[str, dict[str, dict[str, float | None]]]
 
 
-@dataclass(frozen=True)
+@record
 class PriceApi:
     """A cloud's price API, as `orch catalog refresh` uses it (SDK code loads inside fetch).
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +30,7 @@ from orchestrator.pool import record as pool_record
 from orchestrator.pool.store import Conflict, RecordStore, open_store, update
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
+from orchestrator.records import record
 
 Say = Callable[[str], None]
 POLL_S = 2.0
@@ -39,7 +40,7 @@ class NoBoxFree(OrchError):
     """`lease --wait` ran out: every box is leased and the pool is at --max."""
 
 
-@dataclass
+@record(frozen=False)
 class Pool:
     name: str
     store: RecordStore

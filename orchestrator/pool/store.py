@@ -41,11 +41,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from orchestrator.errors import OrchError, UsageError
+from orchestrator.records import record
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ class Conflict(OrchError):
     """The object changed (or, for create, exists) since it was read."""
 
 
-@dataclass(frozen=True)
+@record
 class Versioned:
     data: dict[str, Any]
     etag: str

@@ -23,7 +23,7 @@ import re
 import shutil
 import socket
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +53,7 @@ from orchestrator.provision.render import (
     write_json,
 )
 from orchestrator.provision.terraform import LOCK_TIMEOUT, Interrupted, Terraform, TerraformError
+from orchestrator.records import record
 
 if TYPE_CHECKING:
     from orchestrator.ci_runner import Registration
@@ -198,7 +199,7 @@ def is_capacity_error(error: TerraformError, cloud: str | None = None) -> str | 
 # ------------------------------------------------------------------------------ up
 
 
-@dataclass
+@record(frozen=False)
 class UpOptions:
     name: str
     ssh_cidrs: list[str]  # already validated (normalise_cidrs / discover_caller_cidr)

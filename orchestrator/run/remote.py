@@ -27,8 +27,8 @@ from __future__ import annotations
 import base64
 import re
 import shlex
-from dataclasses import dataclass
 
+from orchestrator.records import record
 from orchestrator.run.spec import RunSpec, validate_run_id
 
 RUNS_DIR = ".orch/runs"  # under the login user's home
@@ -138,7 +138,7 @@ def prepared_dir(output: str) -> str:
     raise ValueError("the box did not say where the working directory is")
 
 
-@dataclass(frozen=True)
+@record
 class LaunchEnv:
     """What the job sees besides the user's --env values."""
 
@@ -250,7 +250,7 @@ def stop_script(run_id: str, grace_s: int = STOP_GRACE_S) -> str:
     )
 
 
-@dataclass(frozen=True)
+@record
 class JobStatus:
     found: bool
     pid: int = 0

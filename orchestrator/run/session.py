@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,6 +27,7 @@ from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.terraform import Interrupted
+from orchestrator.records import record
 from orchestrator.run import record as records
 from orchestrator.run import remote, shell, sync
 from orchestrator.run.signals import Cancelled, cancellable, deferred
@@ -46,7 +47,7 @@ class BoxLost(OrchError):
         self.state = state
 
 
-@dataclass
+@record(frozen=False)
 class RunRequest:
     spec: RunSpec
     box_name: str
@@ -75,7 +76,7 @@ class RunRequest:
             raise UsageError("--watch-interval must be between 0.2 s and 1 hour")
 
 
-@dataclass
+@record(frozen=False)
 class Attempt:
     number: int
     cloud: str
@@ -104,7 +105,7 @@ class Attempt:
         return data
 
 
-@dataclass
+@record(frozen=False)
 class RunReport:
     run_id: str
     box: str

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from orchestrator.errors import UsageError
+from orchestrator.records import record
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Names orch sets for the job itself; a user value would silently lose.
@@ -69,7 +70,7 @@ def relative_box_path(path: str, option: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@record
 class Store:
     """An S3 (or S3-compatible: Alibaba OSS) location for checkpoints."""
 
@@ -95,7 +96,7 @@ def parse_store(url: str) -> Store:
     return Store(match.group("bucket"), prefix)
 
 
-@dataclass
+@record(frozen=False)
 class RunSpec:
     command: list[str]  # CMD as argv; quoted when it becomes shell text
     workdir: Path

@@ -14,11 +14,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import BinaryIO
 
 from orchestrator.check.transport import SshTransport, backoff_delays
 from orchestrator.errors import OrchError
+from orchestrator.records import record
 from orchestrator.run.remote import follow_script
 from orchestrator.run.shell import stream_argv
 
@@ -33,7 +34,7 @@ class StreamStopped(Exception):
     """`stop()` was called (the watch saw the box go, or orch is being cancelled)."""
 
 
-@dataclass
+@record(frozen=False)
 class LogFollower:
     transport: SshTransport
     run_id: str

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from orchestrator import clouds
 from orchestrator.clouds.base import CloudError, InstanceState
 from orchestrator.provision.boxes import Box
+from orchestrator.records import record
 
 Say = Callable[[str], None]
 
 
-@dataclass
+@record(frozen=False)
 class BoxWatch:
     box: Box
     interval_s: float

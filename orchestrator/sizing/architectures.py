@@ -14,9 +14,11 @@ ResNet, ConvNeXt).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cached_property
 from typing import Any
+
+from orchestrator.records import record
 
 ENCODER_FAMILIES = (
     "bert",
@@ -137,7 +139,7 @@ class ConfigError(ValueError):
     """A config dict that does not describe a supported model."""
 
 
-@dataclass(frozen=True)
+@record
 class WeightGroup:
     """`count` parameter tensors of one `shape` (e.g. 24 query weights of 1024 x 1024)."""
 
@@ -151,7 +153,7 @@ class WeightGroup:
         return math.prod(self.shape) * self.count
 
 
-@dataclass(frozen=True)
+@record
 class MoE:
     """A sparse MLP: `experts` gated MLPs of width `intermediate`, `top_k` per token, plus an
     optional always-on shared expert (Qwen2-MoE: gated by a sigmoid of a linear)."""
@@ -164,7 +166,7 @@ class MoE:
     shared_gate: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class MLA:
     """DeepSeek multi-head latent attention: queries straight (or through a q LoRA rank) and
     keys/values expanded from a `kv_rank` latent plus one shared rotary key of `rope` dims."""
@@ -176,7 +178,7 @@ class MLA:
     v: int  # per-head value dims
 
 
-@dataclass(frozen=True)
+@record
 class Stack:
     """A stack of identical transformer layers (an encoder, a decoder, a ViT)."""
 
@@ -234,7 +236,7 @@ class Stack:
         return (m.layers * sparse + (self.layers - m.layers) * dense) / max(self.layers, 1)
 
 
-@dataclass(frozen=True)
+@record
 class Embedding:
     """Token embeddings and what happens before the first layer."""
 
@@ -246,7 +248,7 @@ class Embedding:
     projected: bool = False  # a linear from `width` to the hidden size
 
 
-@dataclass(frozen=True)
+@record
 class Head:
     kind: str  # one of HEADS
     vocab: int = 0  # LM heads
@@ -257,7 +259,7 @@ class Head:
     softcap: bool = False  # Gemma 2: tanh soft-capping of the logits
 
 
-@dataclass(frozen=True)
+@record
 class ResNetStage:
     depth: int
     in_channels: int
@@ -265,7 +267,7 @@ class ResNetStage:
     stride: int
 
 
-@dataclass(frozen=True)
+@record
 class ResNet:
     channels: int
     embedding_size: int
@@ -274,7 +276,7 @@ class ResNet:
     labels: int
 
 
-@dataclass(frozen=True)
+@record
 class ConvNeXt:
     """ConvNeXt: a 4x4 stride-4 patch stem, stages of blocks (7x7 depthwise conv, LayerNorm,
     4x MLP as 1x1 linears, layer scale) with LayerNorm + 2x2 stride-2 convs between them."""
@@ -286,7 +288,7 @@ class ConvNeXt:
     labels: int
 
 
-@dataclass(frozen=True)
+@record
 class Architecture:
     name: str
     family: str  # model_type
@@ -411,7 +413,7 @@ def _activation(cfg: dict[str, Any], *keys: str, default: str) -> str:
 # ------------------------------------------------------------------------ BERT family
 
 
-@dataclass(eq=False, repr=False)  # a builder's scratch value: no eq/repr/frozen (start-up)
+@record(frozen=False)
 class FamilyKeys:
     """Which HF config keys hold a family's dimensions (the first key present wins), and the
     family's defaults where the config leaves a value out."""
@@ -433,7 +435,7 @@ class FamilyKeys:
     tied_default: bool = False
 
 
-@dataclass(eq=False, repr=False)  # a builder's scratch value: no eq/repr/frozen (start-up)
+@record(frozen=False)
 class Dims:
     """A transformer's sizes as read from its config through its FamilyKeys."""
 
@@ -703,7 +705,7 @@ for _family in ("mistral", "qwen2"):
     DECODER_KEYS[_family] = DECODER_KEYS["llama"]
 
 
-@dataclass(eq=False, repr=False)  # start-up: no eq/repr to generate
+@record(frozen=False)
 class DecoderParts:
     """What a decoder family builder returns: weights, the per-family Stack fields, the
     token embedding, and whether positions are learned absolute embeddings."""
@@ -789,7 +791,7 @@ def _neox_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
     return DecoderParts(weights, stack, Embedding(d.vocab, h))
 
 
-@dataclass(eq=False, repr=False)  # a builder's scratch value: no eq/repr/frozen (start-up)
+@record(frozen=False)
 class LlamaTraits:
     """How a LLaMA-style family departs from LLaMA (all read from the HF modeling code)."""
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
+
+from orchestrator.records import record
 
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-momentum", "adafactor", "adamw-8bit")
@@ -11,7 +13,7 @@ ATTENTIONS = ("eager", "sdpa")
 ZERO_STAGES = (0, 1, 2, 3)
 
 
-@dataclass(frozen=True)
+@record
 class JobSpec:
     """A training job. `gpus` is the data-parallel world size the memory is split over.
 

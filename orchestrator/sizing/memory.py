@@ -10,9 +10,9 @@ from the parameter count. Formulas and conventions: docs/memory-model.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.records import record
 from orchestrator.sizing import overhead as ovh
 from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
@@ -28,7 +28,7 @@ ADAM8BIT_MIN_SIZE = 4096  # bitsandbytes keeps 32-bit states for tensors smaller
 ADAM8BIT_BLOCK = 2048  # one fp32 absmax per block of 2048 values, per state
 
 
-@dataclass(frozen=True)
+@record
 class MemoryBreakdown:
     parameters_bytes: int
     gradients_bytes: int
@@ -56,7 +56,7 @@ class MemoryBreakdown:
         }
 
 
-@dataclass(frozen=True)
+@record
 class Dtypes:
     """Bytes per element of each kind of tensor under one precision mode."""
 

@@ -13,9 +13,9 @@ leave-one-out error of the one fitted constant (FRAGMENTATION). docs/accuracy.md
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.records import record
 from orchestrator.sizing.job import JobSpec
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ DEFAULT_CONTEXT_BASIS = "assumed: CUDA 12 with lazy module loading"
 FRAGMENTATION = 0.22
 
 
-@dataclass(frozen=True)
+@record
 class ContextAssumption:
     """The CUDA context the estimate adds, and where the figure comes from."""
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
 from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
+from orchestrator.records import record
 from orchestrator.sizing.cloud_preference import CloudPreference, cloud_preference
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.images import image_for
@@ -39,7 +40,7 @@ SETUP_HOURS = 1 / 6
 GIB = 1024**3
 
 
-@dataclass(frozen=True)
+@record
 class PlanOptions:
     cloud: str = "any"  # a registered cloud name, or "any"
     region: str | None = None
@@ -57,7 +58,7 @@ class PlanOptions:
     allow_unverified_prices: bool = False
 
 
-@dataclass
+@record(frozen=False)
 class Ranking:
     """The outcome of a selection: ranked candidates plus what was ruled out and why."""
 
@@ -123,7 +124,7 @@ def _markets(options: PlanOptions) -> tuple[bool, ...]:
     return (False, True) if options.spot else (False,)
 
 
-@dataclass(frozen=True)
+@record
 class Fit:
     """How one instance type runs the job."""
 

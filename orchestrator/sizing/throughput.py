@@ -12,13 +12,13 @@ without a measurement for a precision gets an efficiency transferred from the me
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from orchestrator.catalog import Gpu, ThroughputMeasurement, load_gpus, load_measurements
 from orchestrator.errors import UsageError
+from orchestrator.records import record
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 
@@ -46,7 +46,7 @@ SHAPE_BETA = 5.0
 ATTENTION_RATE = 0.4
 
 
-@dataclass(frozen=True)
+@record
 class Shape:
     """What a transformer step's utilisation depends on beyond its FLOPs."""
 
@@ -88,7 +88,7 @@ def shape_factor(
     return roofline / (1.0 + (1.0 / attention_rate - 1.0) * shape.attention)
 
 
-@dataclass(frozen=True)
+@record
 class GpuRate:
     """How fast one GPU runs a job's precision."""
 
@@ -321,7 +321,7 @@ def multi_gpu_scaling(gpu: Gpu, count: int) -> float:
     return SCALING_NVLINK if nvlink else SCALING_PCIE
 
 
-@dataclass(frozen=True)
+@record
 class Collectives:
     """What data-parallel / sharded training moves between a box's GPUs each micro-batch."""
 
