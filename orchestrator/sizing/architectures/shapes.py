@@ -1,0 +1,215 @@
+"""The shapes memory and FLOPs are computed from: weight groups, transformer stacks,
+embeddings, heads, CNN stages, and the `Architecture` that holds them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import field
+from functools import cached_property
+
+from orchestrator.records import record
+
+
+class ConfigError(ValueError):
+    """A config dict that does not describe a supported model."""
+
+
+@record
+class WeightGroup:
+    """`count` parameter tensors of one `shape` (e.g. 24 query weights of 1024 x 1024)."""
+
+    name: str
+    shape: tuple[int, ...]
+    count: int = 1
+    matmul: bool = False  # a weight applied by a matmul/conv (cast to half under autocast)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) * self.count
+
+
+@record
+class MoE:
+    """A sparse MLP: `experts` gated MLPs of width `intermediate`, `top_k` per token, plus an
+    optional always-on shared expert (Qwen2-MoE: gated by a sigmoid of a linear)."""
+
+    experts: int
+    top_k: int
+    intermediate: int
+    layers: int  # how many of the stack's layers are MoE layers
+    shared_intermediate: int = 0
+    shared_gate: bool = False
+
+
+@record
+class MLA:
+    """DeepSeek multi-head latent attention: queries straight (or through a q LoRA rank) and
+    keys/values expanded from a `kv_rank` latent plus one shared rotary key of `rope` dims."""
+
+    q_rank: int  # 0: a plain q_proj
+    kv_rank: int
+    nope: int  # per-head query/key dims without rotary positions
+    rope: int  # per-head rotary dims (the shared key's width)
+    v: int  # per-head value dims
+
+
+@record
+class Stack:
+    """A stack of identical transformer layers (an encoder, a decoder, a ViT)."""
+
+    role: str  # "encoder" | "decoder" (decoder of an encoder-decoder reads `target_seq`)
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    activation: str  # a key of ACTIVATIONS
+    gated: bool  # SwiGLU/GeGLU MLP: gate, up and down matrices
+    norm: str  # "layernorm" | "rmsnorm" (HF RMSNorm: upcasts to fp32, saves x and x*rsqrt)
+    prenorm: bool  # pre-LN (GPT, LLaMA, T5, ViT) vs post-LN (BERT family)
+    causal: bool
+    fused_qkv: bool = False  # one projection makes q, k and v (GPT-2 c_attn, NeoX)
+    parallel_residual: bool = False  # GPT-NeoX: attention and MLP read the same input
+    cross_attention: bool = False  # decoder layers of an encoder-decoder
+    attn_dropout: float = 0.0
+    hidden_dropout: float = 0.0  # dropout on each sub-block's output
+    attn_out_dropout: bool = True  # whether the attention sub-block's output has dropout
+    mlp_out_dropout: bool = True  # whether the MLP sub-block's output has dropout
+    act_dropout: float = 0.0  # dropout between the MLP activation and its down projection
+    relative: str = "none"  # "none" | "t5" (bias table) | "deberta" (disentangled c2p/p2c)
+    rel_span: int = 0  # DeBERTa: 2 * attention span rows of relative embeddings
+    softmax_fp32: bool = False  # LLaMA family: softmax in fp32 then cast back
+    final_norm: bool = False  # a norm after the last layer (pre-LN stacks)
+    lora_targets: tuple[tuple[int, int], ...] = ()  # (in, out) of adapted linears per layer
+    qk_norm: str = "none"  # "head": RMSNorm of q and k per head (Qwen3, Gemma 3); "full": OLMo-2
+    post_norms: bool = False  # Gemma 2/3: a norm on the attention and on the MLP output too
+    single_norm: bool = False  # Falcon-7B: one norm feeds both the attention and the MLP
+    attn_softcap: bool = False  # Gemma 2: tanh soft-capping of the attention scores
+    moe: MoE | None = None  # sparse MLP in `moe.layers` of the layers (the rest are dense)
+    window: int = 0  # Swin: attention within windows of this many tokens
+    mla: MLA | None = None  # DeepSeek: latent attention (head_dim is then nope + rope)
+
+    @property
+    def q_width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    @property
+    def mlp_weights(self) -> float:
+        """Matmul weights of the MLP one token goes through, averaged over the layers (for an
+        MoE layer: the router, its top-k experts and the shared expert)."""
+        dense = (3 if self.gated else 2) * self.hidden * self.intermediate
+        if self.moe is None:
+            return dense
+        m = self.moe
+        sparse = self.hidden * (m.experts + 3 * m.top_k * m.intermediate)
+        sparse += 3 * self.hidden * m.shared_intermediate + (self.hidden if m.shared_gate else 0)
+        return (m.layers * sparse + (self.layers - m.layers) * dense) / max(self.layers, 1)
+
+
+@record
+class Embedding:
+    """Token embeddings and what happens before the first layer."""
+
+    vocab: int
+    width: int  # embedding width (ALBERT/ELECTRA: smaller than hidden, then projected)
+    int_inputs: int = 1  # int64 index tensors per token that embedding lookups save
+    norm: bool = False  # LayerNorm on the embeddings (BERT family)
+    dropout: float = 0.0
+    projected: bool = False  # a linear from `width` to the hidden size
+
+
+@record
+class Head:
+    kind: str  # one of HEADS
+    vocab: int = 0  # LM heads
+    transform: int = 0  # width of an MLM transform (dense + act + norm) before the decoder
+    transform_act: str = "gelu"
+    labels: int = 0  # classification heads
+    pooled: bool = False  # reads one (CLS) position
+    softcap: bool = False  # Gemma 2: tanh soft-capping of the logits
+
+
+@record
+class ResNetStage:
+    depth: int
+    in_channels: int
+    out_channels: int
+    stride: int
+
+
+@record
+class ResNet:
+    channels: int
+    embedding_size: int
+    layer_type: str  # "bottleneck" | "basic"
+    stages: tuple[ResNetStage, ...]
+    labels: int
+
+
+@record
+class ConvNeXt:
+    """ConvNeXt: a 4x4 stride-4 patch stem, stages of blocks (7x7 depthwise conv, LayerNorm,
+    4x MLP as 1x1 linears, layer scale) with LayerNorm + 2x2 stride-2 convs between them."""
+
+    channels: int
+    patch: int
+    widths: tuple[int, ...]
+    depths: tuple[int, ...]
+    labels: int
+
+
+@record
+class Architecture:
+    name: str
+    family: str  # model_type
+    kind: str  # "encoder" | "decoder" | "encoder-decoder" | "vit" | "cnn"
+    weights: tuple[WeightGroup, ...]
+    stacks: tuple[Stack, ...] = ()
+    embedding: Embedding | None = None
+    head: Head = field(default_factory=lambda: Head("none"))
+    max_positions: int | None = None
+    absolute_positions: bool = False
+    image_size: int = 0  # default input resolution (ViT, ResNet)
+    patch_size: int = 0
+    channels: int = 3
+    resnet: ResNet | None = None
+    convnext: ConvNeXt | None = None
+    source_length: int = 0  # a fixed encoder length (Whisper: 1500 frames after the convs)
+    mel_bins: int = 0  # Whisper: two 1-D convs over this many mel bins make the encoder input
+    synthetic: bool = False  # made up from a parameter count (--params-m)
+    sdpa: bool = True  # the transformers implementation has an SDPA path
+    notes: tuple[str, ...] = ()
+
+    @cached_property
+    def parameters(self) -> int:
+        return sum(w.numel for w in self.weights)
+
+    @cached_property
+    def matmul_parameters(self) -> int:
+        return sum(w.numel for w in self.weights if w.matmul)
+
+    def lora_parameters(self, rank: int) -> int:
+        return sum(rank * (i + o) * s.layers for s in self.stacks for i, o in s.lora_targets)
+
+    def vision_tokens(self, image_size: int) -> int:
+        """ViT sequence length: patches plus the CLS token (SigLIP has none)."""
+        return (image_size // self.patch_size) ** 2 + (0 if self.family == "siglip" else 1)
+
+
+def linear(name: str, fan_in: int, fan_out: int, count: int = 1, bias: bool = True):
+    groups = [WeightGroup(f"{name}.weight", (fan_out, fan_in), count, matmul=True)]
+    if bias:
+        groups.append(WeightGroup(f"{name}.bias", (fan_out,), count))
+    return groups
+
+
+def norm(name: str, width: int, count: int = 1, bias: bool = True):
+    groups = [WeightGroup(f"{name}.weight", (width,), count)]
+    if bias:
+        groups.append(WeightGroup(f"{name}.bias", (width,), count))
+    return groups
