@@ -61,6 +61,10 @@ def _job(kind: str, m: object):
     return arch, job, m.samples_per_s, precision  # type: ignore[attr-defined]
 
 
+def _workload(kind: str, m: object, arch) -> str:
+    return tp.workload_of(arch, "" if kind == "llm" else m.memory_format)  # type: ignore[attr-defined]
+
+
 def _table(cases, alpha: float, beta: float, gamma: float):
     singles = [m for k, m in cases if k == "single"]
     llms = [m for k, m in cases if k == "llm"]
@@ -77,7 +81,7 @@ def held_out_prediction(index: int, refit: bool = False) -> tuple[float, str]:
     table = _table(rest, alpha, beta, gamma)
     arch, job, _, precision = _job(kind, m)
     gpu = load_gpus()[m.gpu]  # type: ignore[attr-defined]
-    rate = tp.gpu_rate(gpu, precision, tp.workload_of(arch), table)
+    rate = tp.gpu_rate(gpu, precision, _workload(kind, m, arch), table)
     key = tp.PEAK_KEY.get(rate.precision_used, "fp32")
     key = key if key in gpu.peak_tflops else "fp32"
     factor = tp.shape_factor(gpu, key, tp.shape_of(arch, job), alpha, beta, gamma)

@@ -122,6 +122,7 @@ def _measurements() -> tuple[ThroughputMeasurement, ...]:
                 source=_source(raw.get("source"), shared, where),
                 image_size=int(raw.get("image_size", 0)),
                 note=raw.get("note", ""),
+                memory_format=raw.get("memory_format", ""),
             )
         )
     return tuple(rows)

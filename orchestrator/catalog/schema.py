@@ -107,3 +107,4 @@ class ThroughputMeasurement:
     source: Source
     image_size: int = 0
     note: str = ""
+    memory_format: str = ""  # CNNs: "channels-last" (NHWC); empty is PyTorch's NCHW default

@@ -2,8 +2,8 @@
 
 A vision job reads JPEGs: each sample is decoded and augmented (random-resized crop, flip,
 normalise) on the box's CPUs by the DataLoader workers before the GPU sees it. On a small box
-the CPUs, not the GPUs, set the pace: a 4-vCPU g4dn.xlarge cannot feed a T4 at the ~390
-images/s its tensor cores allow for ResNet-50.
+the CPUs, not the GPUs, set the pace: a 4-vCPU g5.xlarge cannot feed its A10G at the ~550
+images/s the throughput model gives it for ResNet-50 in AMP.
 
 Model: images/s <= DECODE_PER_VCPU * (vCPUs - RESERVED_VCPUS). One vCPU is left to the
 training process itself (Python step loop, CUDA launches, the loader's main process).

@@ -113,10 +113,14 @@ def gpu_supports(gpu: Gpu, precision: str) -> bool:
     return not (precision == "bf16" and "bf16" not in gpu.peak_tflops)
 
 
-def workload_of(arch: Architecture) -> str:
+def workload_of(arch: Architecture, memory_format: str = "") -> str:
     """Convolutional nets reach a much lower share of tensor peak than transformers (their
-    layers are bandwidth-bound), so the two are calibrated apart."""
-    return "cnn" if arch.kind == "cnn" else "transformer"
+    layers are bandwidth-bound), so the two are calibrated apart. A CNN run channels-last
+    (NHWC) is its own workload: in PyTorch's default NCHW, cuDNN's tensor-core convolutions
+    add layout transposes, and the same GPU trains ResNet-50 about 1.5x slower in AMP."""
+    if arch.kind != "cnn":
+        return "transformer"
+    return "cnn-channels-last" if memory_format == "channels-last" else "cnn"
 
 
 def _median(values: list[float]) -> float:
@@ -194,7 +198,8 @@ def measured_utilisations(
             continue  # a measurement of a model the catalog lacks: not usable
         achieved = m.samples_per_s * training_flops_per_sample(arch, job)
         utilisation = achieved / (gpu.peak_tflops[key] * 1e12)
-        out.append((gpu.name, key, workload_of(arch), shape_of(arch, job), utilisation))
+        workload = workload_of(arch, m.memory_format)
+        out.append((gpu.name, key, workload, shape_of(arch, job), utilisation))
     for m in llm:
         gpu = gpus.get(m.gpu)
         key = PEAK_KEY.get(m.precision)
@@ -264,14 +269,31 @@ def _measured(gpu: Gpu, key: str, workload: str, table: Calibration) -> float | 
     return found
 
 
+# How a reference GPU's achieved FLOP rate transfers to another GPU: ratio of peaks to the
+# first power, ratio of memory bandwidths to the second. Transformers: the geometric mean of
+# the two. CNNs on tensor cores: memory bandwidth alone. Their convolutions are a small part of
+# the step next to batch-norm, ReLU, residual adds and layout transposes, all memory-bound:
+# Lambda's ResNet-50 runs (gpus.toml) gain 1.13x from A100 40 GB to 80 GB (same peak, 1.31x
+# bandwidth) and 1.65x from A100 80 GB to H100 (3.2x peak, 1.64x bandwidth). FP32 on CUDA
+# cores is compute-bound and keeps the geometric mean.
+TRANSFER_EXPONENTS = {"transformer": (0.5, 0.5), "cnn": (0.0, 1.0)}
+
+
+def _transfer_exponents(key: str, workload: str) -> tuple[float, float]:
+    if workload.startswith("cnn") and key != "fp32":
+        return TRANSFER_EXPONENTS["cnn"]
+    return TRANSFER_EXPONENTS["transformer"]
+
+
 def _from_siblings(gpu: Gpu, key: str, workload: str, table: Calibration) -> float | None:
     """Efficiency for a GPU without measurements, transferred from the measured ones.
 
     Training throughput depends on both tensor FLOPS and memory bandwidth, so a reference
-    GPU's achieved FLOP rate is scaled by the geometric mean of the two ratios; the median
+    GPU's achieved FLOP rate is scaled by the two ratios (TRANSFER_EXPONENTS); the median
     over references is returned as a fraction of this GPU's peak.
     """
     gpus = load_gpus()
+    compute_exp, bandwidth_exp = _transfer_exponents(key, workload)
     estimates = []
     for (name, ref_key, ref_workload), efficiency in table.items():
         if ref_workload != workload or name == gpu.name:
@@ -280,10 +302,10 @@ def _from_siblings(gpu: Gpu, key: str, workload: str, table: Calibration) -> flo
             continue
         ref = gpus[name]
         achieved = ref.peak_tflops[ref_key] * efficiency
-        ratio = (gpu.peak_tflops[key] / ref.peak_tflops[ref_key]) * (
+        ratio = (gpu.peak_tflops[key] / ref.peak_tflops[ref_key]) ** compute_exp * (
             gpu.memory_bandwidth_gbps / ref.memory_bandwidth_gbps
-        )
-        estimates.append(achieved * ratio**0.5 / gpu.peak_tflops[key])
+        ) ** bandwidth_exp
+        estimates.append(achieved * ratio / gpu.peak_tflops[key])
     return _median(estimates) if estimates else None
 
 

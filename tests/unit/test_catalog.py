@@ -179,6 +179,8 @@ def test_measurements_cover_gpus_and_precisions():
         find_model(m.model)  # every measured model resolves
         assert m.samples_per_s > 0 and m.batch >= 1
         assert (m.seq > 0) != (m.image_size > 0)
+        assert m.memory_format in ("", "channels-last")
+        assert not m.memory_format or m.image_size > 0  # a layout is a CNN's
 
 
 # ------------------------------------------------------------------------------ instances

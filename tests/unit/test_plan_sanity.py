@@ -111,11 +111,11 @@ def test_plan_table_and_json_show_the_precision_used():
 
 
 def test_vision_throughput_is_capped_by_decode_on_the_boxs_vcpus():
-    small = rank(RESNET, PlanOptions(cloud="aws", instance_type="g4dn.xlarge")).candidates[0]
+    small = rank(RESNET, PlanOptions(cloud="aws", instance_type="g5.xlarge")).candidates[0]
     assert small.samples_per_s == pytest.approx(decode_ceiling(4)) == 3 * DECODE_PER_VCPU
     assert any(w.startswith("input-bound:") for w in small.warnings)
     # The same GPU with 16 vCPUs is not input-bound: more vCPUs, more images/s.
-    big = rank(RESNET, PlanOptions(cloud="aws", instance_type="g4dn.4xlarge")).candidates[0]
+    big = rank(RESNET, PlanOptions(cloud="aws", instance_type="g5.4xlarge")).candidates[0]
     assert big.samples_per_s > small.samples_per_s
     assert not any(w.startswith("input-bound:") for w in big.warnings)
 
