@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +18,7 @@ from orchestrator.commands.check_options import (
     via_option,
 )
 from orchestrator.commands.ci_runner_options import ci_runner_options, runner_from_options
+from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.job_options import job_from_options, job_options
 from orchestrator.commands.selection_options import (
     explicit,
@@ -38,22 +38,6 @@ def reserved_tag_prefixes() -> tuple[str, ...]:
 
 
 MAX_TAGS = 30
-
-
-def _say(quiet: bool) -> Callable[[str], None]:
-    def say(message: str) -> None:
-        if not quiet:
-            click.echo(f"orch: {message}", err=True)
-
-    return say
-
-
-def _progress(quiet: bool) -> Callable[[str], None]:
-    def progress(line: str) -> None:
-        if not quiet:
-            click.echo(f"  {line}", err=True)
-
-    return progress
 
 
 def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
@@ -209,8 +193,8 @@ def up(
     )
     from orchestrator import ci_runner
 
-    with ci_runner.registered(ci, plan, options, _say(as_json)):  # registers before Terraform
-        box = lifecycle.up(plan, options, _say(as_json), _progress(as_json))
+    with ci_runner.registered(ci, plan, options, make_say(as_json)):  # registers before Terraform
+        box = lifecycle.up(plan, options, make_say(as_json), make_progress(as_json))
     summary = lifecycle.box_summary(box)
     if not no_check:
         _check(box, as_json, via, check_timeout, ssh_config)
@@ -286,7 +270,7 @@ def down(name: str, state_url: str | None, missing_ok: bool, as_json: bool) -> N
     from orchestrator.provision import lifecycle
 
     try:
-        box = lifecycle.down(name, state_url, _say(as_json), _progress(as_json))
+        box = lifecycle.down(name, state_url, make_say(as_json), make_progress(as_json))
     except lifecycle.NoSuchBox as exc:
         if not missing_ok:
             raise

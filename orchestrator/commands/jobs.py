@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.boxes import _progress, _say
 from orchestrator.commands.check_options import ssh_config_option
+from orchestrator.commands.console import make_progress, make_say
 from orchestrator.errors import EXIT_FAILURE, OrchError
 
 run_option = click.option("--run", "run_id", metavar="RUN_ID", help="A run other than the newest.")
@@ -49,7 +49,7 @@ def logs(name: str, follow: bool, run_id: str | None, ssh_config: str | None) ->
 
     box, run, transport = _box_and_run(name, run_id, ssh_config)
     if follow:
-        LogFollower(transport, run["run_id"], sys.stdout.buffer, _say(False)).follow()
+        LogFollower(transport, run["run_id"], sys.stdout.buffer, make_say(False)).follow()
         return
     from orchestrator.run.shell import stream_argv
 
@@ -92,7 +92,7 @@ def wait(
             raise OrchError(f"run {run['run_id']} still runs after {timeout:g} s")
         time.sleep(5)
     code = status.exit_code if status.exit_code is not None else EXIT_FAILURE
-    say = _say(as_json)
+    say = make_say(as_json)
     fetched: list[str] = []
     if run.get("fetch"):
         local = run.get("workdir") or "."
@@ -102,7 +102,7 @@ def wait(
     record.save_run(box, {**run, "state": "done", "exit_code": code})
     destroyed = False
     if run.get("created_box") and not run.get("keep"):
-        lifecycle.down(box.name, box.state_url, say, _progress(as_json))
+        lifecycle.down(box.name, box.state_url, say, make_progress(as_json))
         destroyed = True
     if as_json:
         click.echo(

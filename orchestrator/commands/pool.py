@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.boxes import _progress, _say
 from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
+from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.durations import parse_hours
 from orchestrator.errors import UsageError
 
@@ -33,7 +33,7 @@ def _open(name: str, store_url: str | None, as_json: bool, **kwargs: Any):  # no
 
     if "ssh_config" in kwargs:
         kwargs["ssh_config"] = resolve_ssh_config(kwargs["ssh_config"])
-    return open_pool(name, store_url, _say(False), progress=_progress(as_json), **kwargs)
+    return open_pool(name, store_url, make_say(False), progress=make_progress(as_json), **kwargs)
 
 
 @click.group("pool")

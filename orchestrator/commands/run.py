@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.boxes import _plan_from_options, _progress, _say, parse_tags
+from orchestrator.commands.boxes import _plan_from_options, parse_tags
 from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
+from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.job_options import job_options
 from orchestrator.commands.selection_options import up_selection_options
 from orchestrator.errors import UsageError
@@ -152,7 +153,7 @@ def run(command: tuple[str, ...], **options: Any) -> None:
     if options["pool"]:
         report = _run_on_pool(request, options, sink)
     else:
-        report = Run(request, _say(False), _progress(as_json), sink).execute()
+        report = Run(request, make_say(False), make_progress(as_json), sink).execute()
     _print_report(report, as_json, request.detach)
     if report.exit_code:
         sys.exit(report.exit_code)
@@ -259,18 +260,18 @@ def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
     pool = manager.open_pool(
         options["pool"],
         options["pool_store"],
-        _say(False),
-        progress=_progress(as_json),
+        make_say(False),
+        progress=make_progress(as_json),
         ssh_config=request.ssh_config,
         check_timeout=request.check_timeout,
     )
     wait_s = bounded("--lease-wait", options["lease_wait"], low=0, high=DAY_S)
     leased = manager.lease(pool, wait_s, None)
     request = dataclasses.replace(request, box_name=leased["box"], check=False)
-    report = Run(request, _say(False), _progress(as_json), sink).execute()
+    report = Run(request, make_say(False), make_progress(as_json), sink).execute()
     dirty = report.exit_code != 0
     outcome = manager.release(pool, leased["box"], leased["lease_id"], dirty)
-    _say(False)(f"box {leased['box']} went back to pool {options['pool']}: {outcome}")
+    make_say(False)(f"box {leased['box']} went back to pool {options['pool']}: {outcome}")
     return report
 
 

@@ -715,19 +715,13 @@ class Watcher:
         base = os.environ.get("ORCH_AGENT_METADATA_URL", "").strip() or None
         self.metadata = Metadata(args.cloud, base)
         self.notice = None
-        self.stopping = False
         # What the store already holds (a restored DIR is not uploaded again).
         self.signature = store_signature(store, layout)
 
-    def on_signal(self, signum: int, frame: object) -> None:
-        self.stopping = True
-
     def finished(self) -> bool:
-        return self.stopping or (self.pid is not None and not process_alive(self.pid))
+        return STOP_REQUESTED[0] or (self.pid is not None and not process_alive(self.pid))
 
     def run(self) -> int:
-        signal.signal(signal.SIGTERM, self.on_signal)
-        signal.signal(signal.SIGINT, self.on_signal)
         os.makedirs(self.state_dir, exist_ok=True)
         now = time.monotonic()
         next_upload, next_poll = now + self.interval, now
@@ -821,6 +815,15 @@ def cmd_upload(store, layout: Layout, args: argparse.Namespace) -> int:
     return 0
 
 
+# Set by SIGTERM/SIGINT. `watch` takes these signals before it opens the store (boto3's import
+# alone takes a second): a stop that comes while it starts still ends in the final upload.
+STOP_REQUESTED = [False]
+
+
+def request_stop(signum: int, frame: object) -> None:
+    STOP_REQUESTED[0] = True
+
+
 def cmd_watch(store, layout: Layout, args: argparse.Namespace) -> int:
     return Watcher(store, layout, args).run()
 
@@ -858,6 +861,9 @@ COMMANDS = {"restore": cmd_restore, "upload": cmd_upload, "watch": cmd_watch}
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.command == "watch":
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
     try:
         bucket, prefix = parse_store(args.store)
     except ValueError as exc:

@@ -164,7 +164,7 @@ def _calibration_key() -> str:
 
     package = Path(__file__).resolve().parents[1]
     files = sorted((package / "catalog" / "data").glob("*.toml"))
-    files += sorted((package / "sizing").glob("*.py"))
+    files += sorted((package / "sizing").rglob("*.py"))
     stamp = ";".join(f"{f.name}:{f.stat().st_mtime_ns}:{f.stat().st_size}" for f in files)
     return f"{zlib.crc32(stamp.encode()):08x}"
 

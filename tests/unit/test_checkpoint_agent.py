@@ -415,6 +415,30 @@ def test_watch_does_not_upload_a_freshly_restored_dir_again(env, s3, bucket, sto
     assert latest(s3, bucket) == "00000001"
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (the SigCgt mask in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def test_a_stop_while_watch_is_starting_still_ends_in_the_final_upload(
+    env, s3, bucket, store, md, tmp_path
+):
+    source, state = tmp_path / "out", tmp_path / "state"
+    checkpoint_dir(source)
+    process = start_watch(env, source, store, state, interval=600)
+    # TERM as soon as the agent takes it: it is still opening the store (importing boto3).
+    assert wait_until(lambda: catches_sigterm(process.pid), timeout=30)
+    code, out, err = stop(process)
+    assert code == 0, err
+    assert "(checkpoint 00000001)" in out
+    assert latest(s3, bucket) == "00000001"
+
+
 @pytest.mark.parametrize("cloud", ["aws", "aliyun"])
 def test_spot_notice_triggers_an_immediate_upload(env, s3, bucket, store, md, tmp_path, cloud):
     source, state = tmp_path / "out", tmp_path / "state"

@@ -1,0 +1,31 @@
+"""Where commands print progress: `orch: ...` messages and indented progress lines, on stderr.
+
+Kept apart from the command modules so that a command using them (pool, jobs, run) does not
+import `commands.boxes` and, through it, the planning options (~0.2 s of start-up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+
+def make_say(quiet: bool) -> Callable[[str], None]:
+    """A printer of `orch: MESSAGE` lines on stderr; silent when `quiet` (e.g. under --json)."""
+
+    def say(message: str) -> None:
+        if not quiet:
+            click.echo(f"orch: {message}", err=True)
+
+    return say
+
+
+def make_progress(quiet: bool) -> Callable[[str], None]:
+    """A printer of indented progress lines (Terraform's events) on stderr; silent when quiet."""
+
+    def progress(line: str) -> None:
+        if not quiet:
+            click.echo(f"  {line}", err=True)
+
+    return progress
