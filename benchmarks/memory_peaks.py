@@ -38,7 +38,7 @@ from orchestrator.sizing.architectures import Architecture, from_hf_config  # no
 from orchestrator.sizing.job import JobSpec  # noqa: E402
 from orchestrator.sizing.memory import GIB, estimate_memory, transient_bytes  # noqa: E402
 
-UNITS = {"B": 1, "MiB": 1024**2, "GB": 1e9, "GiB": GIB}
+UNITS = {"B": 1, "MB": 1e6, "MiB": 1024**2, "GB": 1e9, "GiB": GIB}
 JOB_KEYS = ("batch", "seq", "precision", "optimizer", "attention", "grad_checkpointing",
             "lora_rank", "lora_dropout", "gpus", "zero", "fused_ce", "activation_offload")
 
@@ -145,8 +145,9 @@ def main() -> None:
             }
         )
     if args.json:
+        contexts = context_rows(tomllib.loads(DATA.read_text()).get("context", []))
         print(json.dumps({"fitted_fragmentation": fitted, "shipped": overhead.FRAGMENTATION,
-                          "cases": rows}, indent=2))
+                          "cases": rows, "contexts": contexts}, indent=2))
         return
     print(f"{'case':44} {'gpu':9} {'metric':20} {'measured':>8} {'estimate':>8} "
           f"{'error':>6} {'LOO err':>7}")
@@ -161,12 +162,47 @@ def main() -> None:
     print(f"shipped: max |error| {max(errors):.1%}, worst under {worst:+.1%}")
     print(f"leave-one-out: max |error| {max(abs(e) for e in loo):.1%}, worst under "
           f"{min(loo):+.1%} (target: within 10 %, never more than 5 % under)")
-    print("\nbare CUDA context (no training):")
-    data = tomllib.loads(DATA.read_text())
-    for ctx in data.get("context", []):
-        gib = ctx["value"] * UNITS[ctx["unit"]] / GIB
+    print_contexts(tomllib.loads(DATA.read_text()).get("context", []))
+
+def context_rows(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each published bare-context figure beside the model's context for its loading mode."""
+    rows = []
+    for ctx in contexts:
+        measured = ctx["value"] * UNITS[ctx["unit"]] / GIB
         model = overhead.CONTEXT_LAZY_GIB if ctx["lazy"] else overhead.CONTEXT_EAGER_GIB
-        print(f"  {ctx['label']:62} measured {gib:5.2f} GiB, modelled {model:.2f} GiB")
+        rows.append(
+            {
+                "label": ctx["label"],
+                "loading": "lazy" if ctx["lazy"] else "eager",
+                "cuda": ctx.get("cuda", ""),
+                "approx": bool(ctx.get("approx", False)),
+                "measured_gib": measured,
+                "model_gib": model,
+                "difference_gib": model - measured,
+                "url": ctx["url"],
+                "date": ctx["date"],
+            }
+        )
+    return rows
+
+
+def print_contexts(contexts: list[dict[str, Any]]) -> None:
+    rows = context_rows(contexts)
+    print("\nbare CUDA context (no training): published figure vs the model's context "
+          "(lazy loading, CUDA >= 11.7 and driver >= 515: "
+          f"{overhead.CONTEXT_LAZY_GIB:.2f} GiB; eager: {overhead.CONTEXT_EAGER_GIB:.2f} GiB)")
+    print(f"  {'case':58} {'load':5} {'cuda':5} {'measured':>8} {'model':>6} {'model-meas':>10}")
+    for r in rows:
+        mark = "~" if r["approx"] else " "
+        print(f"  {r['label']:58} {r['loading']:5} {r['cuda'] or '-':5} "
+              f"{mark}{r['measured_gib']:7.2f} {r['model_gib']:6.2f} "
+              f"{r['difference_gib']:+10.2f}  ({r['date']})")
+    for loading in ("lazy", "eager"):
+        seen = [r["measured_gib"] for r in rows if r["loading"] == loading]
+        if seen:
+            model = rows[[r["loading"] for r in rows].index(loading)]["model_gib"]
+            print(f"  {loading}: {len(seen)} figures, {min(seen):.2f}-{max(seen):.2f} GiB; "
+                  f"model {model:.2f} GiB (GiB; ~ = a rounded figure from the source)")
 
 
 if __name__ == "__main__":

@@ -231,6 +231,24 @@ def test_aliyun_families_map_to_the_right_gpus():
     assert find_instance("aliyun", "ecs.gn7i-c16g1.4xlarge").vcpus == 16
 
 
+def test_aliyun_prices_are_converted_cny_list_prices_marked_unverified():
+    """Every shipped Aliyun price line carries the CNY list figure it was converted from
+    (`# CNY x`, 7.2 CNY per USD), and the source they cite is marked unverified: a converted
+    price never counts as verified (issue 10)."""
+    import re
+    import tomllib
+
+    path = Path(loader.DATA_DIR) / "aliyun.toml"
+    data = tomllib.loads(path.read_text())
+    source = data["sources"][data["defaults"]["price_source"]]
+    assert source["verified"] is False and "NOT RE-VERIFIED" in source["note"]
+    lines = re.findall(r'^"([a-z0-9-]+)" = \{ on_demand = ([0-9.]+) \}  # CNY ([0-9.]+)$',
+                       path.read_text(), re.M)
+    priced = [row for row in data["instance"] if row.get("prices")]
+    assert len(lines) == sum(len(row["prices"]) for row in priced) >= 30
+    for _region, usd, cny in lines:
+        assert float(usd) == pytest.approx(float(cny) / 7.2, abs=0.0005)
+
 def test_load_instances_filters_by_cloud():
     everything = load_instances()
     aws = load_instances("aws")

@@ -58,7 +58,10 @@ def test_aliyun_instances_report_t4_for_gn6i_and_a10_for_gn7i():
     assert gn7i and all(cells[3] == "A10" for cells in gn7i)
     assert rows["ecs.gn7e-c16g1.4xlarge"][2:4] == ["1x", "A100-80GB"]
     # a type with no public price is listed with '-' and the footnote explains it
-    assert rows["ecs.gn7i-c8g1.2xlarge"][-2:] == ["-", "-"]
+    assert rows["ecs.gn6e-c12g1.6xlarge"][-2:] == ["-", "-"]
+    # a converted CNY list price is shown, marked unverified
+    priced = rows["ecs.gn7i-c8g1.2xlarge"][-5:]
+    assert priced == ["1.324", "cn-hangzhou", "price", "NOT", "RE-VERIFIED"]
     assert "not ranked by cost" in result.output
 
 

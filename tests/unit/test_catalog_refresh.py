@@ -21,7 +21,7 @@ from orchestrator.errors import OrchError
 
 REPO = Path(__file__).resolve().parents[2]
 PRICED = "ecs.gn6i-c4g1.xlarge"  # shipped with a cn-hangzhou on-demand price
-UNPRICED = "ecs.gn7i-c8g1.2xlarge"  # shipped without any price
+UNPRICED = "ecs.gn6e-c12g1.6xlarge"  # shipped without any price (in no price list found)
 API = "Alibaba Cloud DescribePrice API (region {})"
 
 
@@ -55,7 +55,7 @@ def test_overlay_lives_under_xdg_data_home(data_home, monkeypatch):
 def test_without_an_overlay_the_shipped_prices_stand(data_home):
     assert ov.read_overlay("aliyun") == {}
     shipped = find_instance("aliyun", PRICED)
-    assert shipped.prices == {"cn-hangzhou": Price(1.185, None)}
+    assert shipped.prices == {"cn-hangzhou": Price(1.615, None)}
     assert "NOT RE-VERIFIED" in shipped.price_source.note
 
 
@@ -95,7 +95,7 @@ def test_overlay_replaces_and_adds_prices_and_names_its_source(data_home):
 def test_regions_missing_from_the_overlay_keep_the_shipped_price(data_home):
     write({PRICED: {"cn-shanghai": entry(1.3, region="cn-shanghai")}})
     row = find_instance("aliyun", PRICED)
-    assert row.prices == {"cn-hangzhou": Price(1.185, None), "cn-shanghai": Price(1.3, None)}
+    assert row.prices == {"cn-hangzhou": Price(1.615, None), "cn-shanghai": Price(1.3, None)}
     assert "cn-hangzhou: shipped catalog prices" in row.price_source.note
 
 
@@ -106,7 +106,7 @@ def test_an_overlay_for_another_cloud_leaves_aliyun_alone(data_home):
                     'date = "2026-12-01", source = "hand-made" }\n')  # fmt: skip
     loader.clear_cache()
     assert find_instance("aws", "g5.xlarge").price("us-east-1") == 0.5
-    assert find_instance("aliyun", PRICED).price("cn-hangzhou") == 1.185
+    assert find_instance("aliyun", PRICED).price("cn-hangzhou") == 1.615
 
 
 def test_render_then_read_round_trips(data_home):
@@ -263,6 +263,6 @@ def test_offline_catalog_commands_load_no_sdk_and_no_parser(cli_env):
     )
     loaded()  # first read of the overlay parses it
     assert loaded() == "LOADED []"
-    table = orch("catalog", "instances", "--cloud", "aliyun", "--gpu", "A10", env=cli_env)
+    table = orch("catalog", "instances", "--cloud", "aliyun", "--gpu", "V100-32GB", env=cli_env)
     (line,) = [row for row in table.stdout.splitlines() if f" {UNPRICED} " in row]
     assert " 0.900 " in line and "cn-hangzhou" in line

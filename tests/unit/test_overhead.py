@@ -142,6 +142,28 @@ def test_measured_peaks_benchmark_meets_its_target() -> None:
         assert -0.05 <= err <= 0.10, (case.raw["label"], err)
 
 
+def test_published_bare_contexts_are_sourced_and_the_model_does_not_undercut_them() -> None:
+    """Every [[context]] figure names a URL and an ISO date; the modelled lazy context (which
+    also covers cuBLAS/cuDNN kernels loaded in the first steps) is at least every published
+    bare lazy context, and the eager constant is the largest published eager one (within 5 %)."""
+    import datetime as dt
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import memory_peaks
+
+    data = memory_peaks.tomllib.loads(memory_peaks.DATA.read_text())
+    rows = memory_peaks.context_rows(data["context"])
+    for raw in data["context"]:
+        assert raw["url"].startswith("https://") and raw["unit"] in memory_peaks.UNITS
+        dt.date.fromisoformat(raw["date"])
+        assert isinstance(raw["lazy"], bool)
+    lazy = [r["measured_gib"] for r in rows if r["loading"] == "lazy"]
+    eager = [r["measured_gib"] for r in rows if r["loading"] == "eager"]
+    assert len(lazy) >= 4 and len(eager) >= 2
+    assert max(lazy) <= overhead.CONTEXT_LAZY_GIB
+    assert max(eager) == pytest.approx(overhead.CONTEXT_EAGER_GIB, rel=0.05)
+
+
 def test_orch_check_records_its_report_for_sizing(tmp_path: Path) -> None:
     from types import SimpleNamespace
 

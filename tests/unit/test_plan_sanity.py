@@ -19,7 +19,7 @@ from orchestrator.sizing.select import PlanOptions, plan_job, rank, winners
 
 GPT2 = JobSpec(model="gpt2", batch=8, seq=512)
 RESNET = JobSpec(model="resnet50", batch=64, precision="amp-bf16", samples=1_281_167)
-SHIPPED = "ecs.gn6i-c4g1.xlarge"  # a remembered (unverified) cn-hangzhou price
+SHIPPED = "ecs.gn6i-c4g1.xlarge"  # a converted CNY list price (unverified), cn-hangzhou
 
 
 def run_orch(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +40,7 @@ def data_home(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ unverified prices
 
 
-def test_remembered_aliyun_prices_are_unverified_and_aws_ones_are_not(data_home):
+def test_shipped_aliyun_prices_are_unverified_and_aws_ones_are_not(data_home):
     assert not find_instance("aliyun", SHIPPED).price_verified("cn-hangzhou")
     assert find_instance("aws", "p5.48xlarge").price_verified("us-east-1")
 

@@ -1,7 +1,7 @@
 """`orch catalog refresh --cloud aliyun` against the ECS emulator, through the real SDK.
 
 Refresh fetches DescribePrice figures into the user's price overlay; `orch plan` then ranks the
-gn7i (A10) types, which ship without a price, by the fetched figures.
+gn7i (A10) types, which ship with a NOT RE-VERIFIED list price, by the fetched figures.
 """
 
 from __future__ import annotations
@@ -78,24 +78,27 @@ def test_refresh_writes_the_overlay_and_plan_ranks_gn7i(aliyun, tmp_path):
 
     # The shipped Aliyun prices are NOT RE-VERIFIED: they plan only when allowed.
     before = plan(env, "--allow-unverified-prices")
-    assert not any(c["instance_type"].startswith("ecs.gn7i") for c in before)
+    assert before and not any(c["price_verified"] for c in before)
 
     dry = orch(env, "catalog", "refresh", "--cloud", "aliyun", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     report = json.loads(dry.stdout)
-    assert report["regions"] == [REGION] and report["dry_run"] and not report["written"]
+    # every region the catalog prices: cn-hangzhou, and cn-beijing for gn7 (A100 40 GB)
+    assert report["regions"] == sorted({REGION, "cn-beijing"}) and report["dry_run"]
+    assert not report["written"]
     assert not overlay_file(env).exists()
     rows = {(r["instance_type"], r["region"]): r for r in report["prices"]}
-    assert rows[(A10_TYPE, REGION)]["status"] == "new"
+    assert rows[(A10_TYPE, REGION)]["status"] == "changed"
+    assert rows[(A10_TYPE, REGION)]["old"] == {"on_demand": 1.324, "spot": None}
     assert rows[(A10_TYPE, REGION)]["new"] == {"on_demand": 0.31, "spot": 0.093}
     assert rows[(T4_TYPE, REGION)]["status"] == "changed"
-    assert rows[(T4_TYPE, REGION)]["old"] == {"on_demand": 1.185, "spot": None}
+    assert rows[(T4_TYPE, REGION)]["old"] == {"on_demand": 1.615, "spot": None}
 
     table = orch(env, "catalog", "refresh", "--cloud", "aliyun")
     assert table.returncode == 0, table.stderr
-    (line,) = [row for row in table.stdout.splitlines() if row.startswith(A10_TYPE + " ")]
-    assert line.split()[1:] == [REGION, "-", "->", "0.31", "-", "->", "0.093"]
-    assert "1.185 -> 1.25" in table.stdout and f"wrote {overlay_file(env)}" in table.stdout
+    (line,) = [row for row in table.stdout.splitlines() if row.split()[:2] == [A10_TYPE, REGION]]
+    assert line.split()[1:] == [REGION, "1.324", "->", "0.31", "-", "->", "0.093"]
+    assert "1.615 -> 1.25" in table.stdout and f"wrote {overlay_file(env)}" in table.stdout
 
     written = tomllib.loads(overlay_file(env).read_text())
     assert written["cloud"] == "aliyun"
@@ -107,11 +110,12 @@ def test_refresh_writes_the_overlay_and_plan_ranks_gn7i(aliyun, tmp_path):
     }
     assert "DescribePrice" in backend.request_log
 
-    after = {c["instance_type"]: c for c in plan(env)}
-    assert after[A10_TYPE]["price_per_hour"] == 0.31
-    assert after[A10_TYPE]["region"] == REGION
+    after = {(c["instance_type"], c["region"]): c for c in plan(env)}
+    assert after[(A10_TYPE, REGION)]["price_per_hour"] == 0.31
     cheapest = min(after.values(), key=lambda c: c["cost"])
-    assert plan(env)[0]["instance_type"] == cheapest["instance_type"] == A10_TYPE
+    first = plan(env)[0]
+    assert (first["instance_type"], first["region"]) == (cheapest["instance_type"], REGION)
+    assert first["instance_type"] == A10_TYPE
 
     listing = orch(env, "catalog", "instances", "--cloud", "aliyun", "--json")
     (a10,) = [r for r in json.loads(listing.stdout) if r["name"] == A10_TYPE]
