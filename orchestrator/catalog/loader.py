@@ -123,8 +123,14 @@ def _measurements() -> tuple[ThroughputMeasurement, ...]:
                 image_size=int(raw.get("image_size", 0)),
                 note=raw.get("note", ""),
                 memory_format=raw.get("memory_format", ""),
+                optimizer=raw.get("optimizer", ""),
+                accumulation=int(raw.get("accumulation", 1)),
             )
         )
+        if rows[-1].optimizer not in ("", "fused", "eager"):
+            raise CatalogError(f"{where}: optimizer must be 'fused' or 'eager'")
+        if rows[-1].accumulation < 1:
+            raise CatalogError(f"{where}: accumulation must be at least 1")
     return tuple(rows)
 
 

@@ -95,6 +95,14 @@ class ThroughputMeasurement:
 
     `samples_per_s` is per GPU. `model` is a catalog model name; the job shape is given by
     `seq` (tokens per sample; 0 for vision), `image_size` (vision) and `batch` (per GPU).
+
+    `optimizer` is how the run's optimizer step was implemented, when the model accounts
+    for it (orchestrator/sizing/throughput.py, OPTIMIZER_IMPLEMENTATIONS): "fused" (one
+    pass over parameters, gradients and states: apex FusedAdam/FusedLAMB, torch fused=True)
+    or "eager" (a Python loop of elementwise ops per parameter tensor: DeepLearningExamples'
+    BertAdam). Empty: not recorded, the step's cost stays inside the calibrated utilisation
+    (as for every row before optimizers were modelled). `accumulation` is micro-batches per
+    optimizer step (1: a step every micro-batch).
     """
 
     gpu: str
@@ -108,3 +116,5 @@ class ThroughputMeasurement:
     image_size: int = 0
     note: str = ""
     memory_format: str = ""  # CNNs: "channels-last" (NHWC); empty is PyTorch's NCHW default
+    optimizer: str = ""  # "" (not modelled) | "fused" | "eager"
+    accumulation: int = 1  # micro-batches per optimizer step

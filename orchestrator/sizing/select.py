@@ -27,6 +27,7 @@ from orchestrator.sizing.throughput import (
     collective_bytes,
     effective_precision,
     gpu_supports,
+    job_step,
     samples_per_second,
     shape_of,
     workload_of,
@@ -202,6 +203,9 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
             shape=shape,
             collectives=_collectives(instance, memory[count], job),
             batch=job.batch,
+            optimizer=job_step(
+                full.trainable_parameters, full.optimizer_bytes, job.precision, job.zero, count
+            ),
         )
         used, precision_note = effective_precision(gpu, job.precision)
         notes = [precision_note] if precision_note else []

@@ -12,7 +12,7 @@ without a measurement for a precision gets an efficiency transferred from the me
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,80 @@ SHAPE_BETA = 5.0
 # Attention's score/context matmuls (flash kernels) run at a lower rate than the weight
 # matmuls: their FLOPs count 1 / ATTENTION_RATE times. Fitted with the two above.
 ATTENTION_RATE = 0.4
+
+# The optimizer step. Each step streams the parameters, gradients and optimizer states through
+# the GPU's memory once per kernel that touches them; a step every `accumulation` micro-batches
+# adds its time, divided by that, to each micro-batch's compute. Two implementations:
+#   "fused": one pass (apex FusedAdam/FusedLAMB, torch.optim's fused=True, bitsandbytes): reads
+#     parameter, gradient and states, writes parameter and states, so per parameter
+#     2 x parameter bytes + gradient bytes + 2 x state bytes (fp32 AdamW: 28 B); multi-tensor
+#     launches cover hundreds of tensors, so launch cost is left out. A lower bound for
+#     torch.optim's default foreach path, which makes several passes.
+#   "eager": DeepLearningExamples' BertAdam (PyTorch/LanguageModeling/BERT/optimization.py),
+#     the FP32 optimizer of its run_squad.py: per parameter tensor a Python loop of 13 fp32
+#     elementwise kernels (moment updates, sqrt, eps, divide, weight decay, learning rate,
+#     negate, add; and zero_grad) and the gradient norm of clip_grad_norm_(p): counting each
+#     kernel's operand reads and result write, EAGER_ADAM_BYTES per parameter. clip_grad_norm_
+#     ends in `if clip_coef < 1` on a GPU tensor, a host-device sync per tensor, so the host
+#     cost of the tensor's EAGER_ADAM_OPS ops (13 elementwise, 6 in clip_grad_norm_) is not
+#     hidden behind the GPU: it adds HOST_OP_SECONDS each.
+# HOST_OP_SECONDS is the one fitted constant (eager dispatch + launch + the sync, per op), fitted
+# on the measurements (benchmarks/throughput_accuracy.py refits it inside each leave-one-out
+# round); published per-op eager overhead is about 5-25 us.
+EAGER_ADAM_BYTES = 128
+EAGER_ADAM_OPS = 19
+HOST_OP_SECONDS = 9e-6
+
+
+@record
+class OptimizerStep:
+    """One GPU's optimizer step: its memory traffic and its ops issued one at a time."""
+
+    bytes: float
+    host_ops: int = 0  # eager ops whose host cost is exposed (0 for fused optimizers)
+    accumulation: int = 1  # micro-batches per optimizer step
+
+    def seconds(self, gpu: Gpu, host_op: float = HOST_OP_SECONDS) -> float:
+        """Time of one optimizer step on `gpu`."""
+        return self.bytes / (gpu.memory_bandwidth_gbps * 1e9) + self.host_ops * host_op
+
+    def per_micro_batch(self, gpu: Gpu, host_op: float = HOST_OP_SECONDS) -> float:
+        return self.seconds(gpu, host_op) / self.accumulation
+
+
+def fused_step_bytes(trainable: int, precision: str, state_bytes: float) -> float:
+    """Memory traffic of a one-pass (fused) optimizer step over `trainable` parameters whose
+    optimizer states take `state_bytes`: parameter and states read and written, gradient read."""
+    from orchestrator.sizing.memory import dtypes
+
+    dt = dtypes(precision)
+    return trainable * (2 * dt.param + dt.grad) + 2 * state_bytes
+
+
+def measurement_step(m: ThroughputMeasurement, arch: Architecture) -> OptimizerStep | None:
+    """The optimizer step a published run took (None where its implementation is not recorded)."""
+    if not m.optimizer:
+        return None
+    if m.optimizer == "eager":
+        tensors = sum(w.count for w in arch.weights)
+        return OptimizerStep(
+            arch.parameters * EAGER_ADAM_BYTES, tensors * EAGER_ADAM_OPS, m.accumulation
+        )
+    from orchestrator.sizing.memory import optimizer_state_bytes
+
+    precision = "fp32" if m.precision == "tf32" else m.precision
+    job = JobSpec(model=m.model, precision=precision, optimizer="adamw")
+    states = optimizer_state_bytes(arch, job)
+    return OptimizerStep(fused_step_bytes(arch.parameters, precision, states), 0, m.accumulation)
+
+
+def job_step(
+    trainable: int, state_bytes: float, precision: str, zero: int, count: int
+) -> OptimizerStep:
+    """A user's job: a fused optimizer step every micro-batch (orch has no gradient-accumulation
+    option). ZeRO 1-3 shard the states, so each of `count` GPUs updates 1/count of them."""
+    shards = count if zero >= 1 and count > 1 else 1
+    return OptimizerStep(fused_step_bytes(trainable, precision, state_bytes) / shards)
 
 
 @record
@@ -169,14 +243,40 @@ def _calibration_key() -> str:
     return f"{zlib.crc32(stamp.encode()):08x}"
 
 
-def measured_utilisations(
-    measurements: Iterable[ThroughputMeasurement], llm: Iterable[Any] = ()
-) -> list[tuple[str, str, str, Shape | None, float]]:
-    """(gpu, peak key, workload, shape, utilisation per GPU at one GPU's scaling) per
-    usable measurement, in our own FLOPs convention."""
+@cache
+def measurement_terms(
+    m: ThroughputMeasurement,
+) -> tuple[str, Shape | None, float, OptimizerStep | None] | None:
+    """(workload, shape, FLOPs per sample, optimizer step) of a measured run; None when the
+    catalog lacks its model. Cached: the calibration and its leave-one-out rounds reuse it."""
     # Imported here: resolving catalog models pulls in the architecture code.
     from orchestrator.sizing.flops import training_flops_per_sample
     from orchestrator.sizing.resolve import resolve_architecture
+
+    job = JobSpec(
+        model=m.model,
+        batch=m.batch,
+        seq=m.seq or 512,
+        image_size=m.image_size or None,
+        precision=m.precision if m.precision != "tf32" else "fp32",
+    )
+    try:
+        arch, _ = resolve_architecture(job)
+    except UsageError:
+        return None  # a measurement of a model the catalog lacks: not usable
+    workload = workload_of(arch, m.memory_format)
+    flops = training_flops_per_sample(arch, job)
+    return workload, shape_of(arch, job), flops, measurement_step(m, arch)
+
+
+def measured_utilisations(
+    measurements: Iterable[ThroughputMeasurement],
+    llm: Iterable[Any] = (),
+    host_op: float = HOST_OP_SECONDS,
+) -> list[tuple[str, str, str, Shape | None, float]]:
+    """(gpu, peak key, workload, shape, utilisation per GPU at one GPU's scaling) per
+    usable measurement, in our own FLOPs convention. A run's optimizer step, where recorded,
+    is taken out of its time first: utilisation is that of the forward and backward."""
 
     gpus = load_gpus()
     out = []
@@ -185,32 +285,37 @@ def measured_utilisations(
         key = PEAK_KEY.get(m.precision)
         if gpu is None or key is None or key not in gpu.peak_tflops:
             continue
-        job = JobSpec(
-            model=m.model,
-            batch=m.batch,
-            seq=m.seq or 512,
-            image_size=m.image_size or None,
-            precision=m.precision if m.precision != "tf32" else "fp32",
-        )
-        try:
-            arch, _ = resolve_architecture(job)
-        except UsageError:
-            continue  # a measurement of a model the catalog lacks: not usable
-        achieved = m.samples_per_s * training_flops_per_sample(arch, job)
-        utilisation = achieved / (gpu.peak_tflops[key] * 1e12)
-        workload = workload_of(arch, m.memory_format)
-        out.append((gpu.name, key, workload, shape_of(arch, job), utilisation))
+        terms = measurement_terms(m)
+        if terms is None:
+            continue
+        workload, shape, flops, step = terms
+        per_sample = 1.0 / m.samples_per_s
+        if step is not None:
+            per_sample -= step.per_micro_batch(gpu, host_op) / m.batch
+            if per_sample <= 0:
+                continue  # the optimizer alone would take longer than the run: not usable
+        utilisation = flops / per_sample / (gpu.peak_tflops[key] * 1e12)
+        out.append((gpu.name, key, workload, shape, utilisation))
     for m in llm:
         gpu = gpus.get(m.gpu)
         key = PEAK_KEY.get(m.precision)
         if gpu is None or key is None or key not in gpu.peak_tflops:
             continue
-        arch, job = llm_job(m)
-        achieved = m.tokens_per_s_per_gpu / m.seq * training_flops_per_sample(arch, job)
+        shape, flops = _llm_terms(m)
+        achieved = m.tokens_per_s_per_gpu / m.seq * flops
         utilisation = achieved / (gpu.peak_tflops[key] * 1e12)
         scaling = SCALING_NVLINK if m.gpus > 1 else 1.0  # all published runs: NVSwitch
-        out.append((gpu.name, key, "transformer", shape_of(arch, job), utilisation / scaling))
+        out.append((gpu.name, key, "transformer", shape, utilisation / scaling))
     return out
+
+
+@cache
+def _llm_terms(m: Any) -> tuple[Shape | None, float]:
+    """(shape, FLOPs per sample) of an LLM measurement; cached like `measurement_terms`."""
+    from orchestrator.sizing.flops import training_flops_per_sample
+
+    arch, job = llm_job(m)
+    return shape_of(arch, job), training_flops_per_sample(arch, job)
 
 
 def llm_job(m: Any) -> tuple[Architecture, JobSpec]:
@@ -236,11 +341,12 @@ def calibrate(
     alpha: float = SHAPE_ALPHA,
     beta: float = SHAPE_BETA,
     attention_rate: float = ATTENTION_RATE,
+    host_op: float = HOST_OP_SECONDS,
 ) -> Calibration:
     """Median shape-normalised utilisation (e_max) per (gpu, peak key, workload)."""
     gpus = load_gpus()
     samples: dict[tuple[tuple[Any, ...], str, str], list[float]] = {}
-    for name, key, workload, shape, u in measured_utilisations(measurements, llm):
+    for name, key, workload, shape, u in measured_utilisations(measurements, llm, host_op):
         factor = shape_factor(gpus[name], key, shape, alpha, beta, attention_rate)
         samples.setdefault((_chip(gpus[name]), key, workload), []).append(u / factor)
     # GPUs on the same chip (A100 40 and 80 GB, V100 16 and 32 GB) share one e_max: memory
@@ -384,6 +490,7 @@ def samples_per_second(
     shape: Shape | None = None,
     collectives: Collectives | None = None,
     batch: int = 1,
+    optimizer: OptimizerStep | None = None,
 ) -> float:
     """Training samples/s for `count` GPUs of one box working data-parallel.
 
@@ -392,12 +499,15 @@ def samples_per_second(
     With `collectives` (the box's interconnect known) a micro-batch step takes the longer of
     its compute (with NVSwitch-class sync overhead, SCALING_NVLINK) and its collectives,
     which overlap with compute (FSDP prefetch, DDP bucketing); otherwise a fixed scaling
-    by the GPU's link kind applies.
+    by the GPU's link kind applies. `optimizer` (one GPU's step) adds its time per
+    micro-batch of `batch` samples to the compute.
     """
     per_gpu = override
     if per_gpu is None:
         rate = gpu_rate(gpu, precision, workload, shape=shape)
         per_gpu = rate.peak_tflops * 1e12 * rate.efficiency / flops_per_sample
+        if optimizer is not None:
+            per_gpu = batch / (batch / per_gpu + optimizer.per_micro_batch(gpu))
     if count <= 1:
         return per_gpu
     if collectives is None:
