@@ -234,13 +234,20 @@ def calibrated_efficiency() -> Calibration:
 def _calibration_key() -> str:
     """Size and mtime of every file the calibration depends on: the catalog's data files and
     the sizing modules that turn a measurement into a utilisation."""
+    import os
     import zlib
 
     package = Path(__file__).resolve().parents[1]
-    files = sorted((package / "catalog" / "data").glob("*.toml"))
-    files += sorted((package / "sizing").rglob("*.py"))
-    stamp = ";".join(f"{f.name}:{f.stat().st_mtime_ns}:{f.stat().st_size}" for f in files)
-    return f"{zlib.crc32(stamp.encode()):08x}"
+    stamps = []
+    # os.walk/scandir, not Path.glob: no pattern compiling and one stat a file (start-up).
+    for top, suffix in ((package / "catalog" / "data", ".toml"), (package / "sizing", ".py")):
+        for folder, dirs, names in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            where = os.path.relpath(folder, package)
+            for name in sorted(n for n in names if n.endswith(suffix)):
+                info = os.stat(os.path.join(folder, name))
+                stamps.append(f"{where}/{name}:{info.st_mtime_ns}:{info.st_size}")
+    return f"{zlib.crc32(';'.join(stamps).encode()):08x}"
 
 
 @cache

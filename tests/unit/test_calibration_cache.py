@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from orchestrator.sizing import throughput
 
 
@@ -26,16 +28,19 @@ def test_cached_calibration_equals_a_fresh_one(tmp_path, monkeypatch):
     assert fresh_table() == computed
 
 
-def test_a_changed_data_file_changes_the_key(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "relative",
+    ["catalog/data/gpus.toml", "sizing/flops.py", "sizing/architectures/encoders.py"],
+)
+def test_a_changed_data_file_or_sizing_module_changes_the_key(tmp_path, monkeypatch, relative):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    data = throughput.Path(throughput.__file__).resolve().parents[1] / "catalog" / "data"
-    gpus = data / "gpus.toml"
+    changed = throughput.Path(throughput.__file__).resolve().parents[1] / relative
     before = throughput._calibration_key()
-    stat = gpus.stat()
+    stat = changed.stat()
     try:
-        os.utime(gpus, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
         assert throughput._calibration_key() != before
     finally:
-        os.utime(gpus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert throughput._calibration_key() == before
     throughput.calibrated_efficiency.cache_clear()
