@@ -13,13 +13,10 @@ leave-one-out error of the one fitted constant (FRAGMENTATION). docs/accuracy.md
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.records import record
 from orchestrator.sizing.job import JobSpec
-
-if TYPE_CHECKING:
-    pass
 
 GIB = 1024**3
 
