@@ -131,6 +131,8 @@ def _measurements() -> tuple[ThroughputMeasurement, ...]:
             raise CatalogError(f"{where}: optimizer must be 'fused' or 'eager'")
         if rows[-1].accumulation < 1:
             raise CatalogError(f"{where}: accumulation must be at least 1")
+        if rows[-1].memory_format not in ("", "channels-last"):
+            raise CatalogError(f"{where}: memory_format must be 'channels-last' or absent")
     return tuple(rows)
 
 

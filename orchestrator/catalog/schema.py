@@ -97,7 +97,7 @@ class ThroughputMeasurement:
     `seq` (tokens per sample; 0 for vision), `image_size` (vision) and `batch` (per GPU).
 
     `optimizer` is how the run's optimizer step was implemented, when the model accounts
-    for it (orchestrator/sizing/throughput.py, OPTIMIZER_IMPLEMENTATIONS): "fused" (one
+    for it (orchestrator/sizing/throughput.py, OptimizerStep): "fused" (one
     pass over parameters, gradients and states: apex FusedAdam/FusedLAMB, torch fused=True)
     or "eager" (a Python loop of elementwise ops per parameter tensor: DeepLearningExamples'
     BertAdam). Empty: not recorded, the step's cost stays inside the calibrated utilisation

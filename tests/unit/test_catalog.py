@@ -405,6 +405,26 @@ def test_loading_rejects_an_unknown_source_key(tmp_path, monkeypatch, fresh_cach
         loader.load_instances("aws")
 
 
+@pytest.mark.parametrize(
+    "line, bad, message",
+    [
+        ('optimizer = "eager"', 'optimizer = "lazy"', "optimizer must be"),
+        ("accumulation = 1\n", "accumulation = 0\n", "accumulation must be at least 1"),
+        ('memory_format = "channels-last"', 'memory_format = "nhwc"', "memory_format must be"),
+    ],
+)
+def test_loading_rejects_a_measurement_the_model_cannot_read(
+    tmp_path, monkeypatch, fresh_cache, line, bad, message
+):
+    data = _copy_data(tmp_path)
+    text = (data / "gpus.toml").read_text()
+    assert line in text
+    (data / "gpus.toml").write_text(text.replace(line, bad, 1))
+    monkeypatch.setattr(loader, "DATA_DIR", data)
+    with pytest.raises(loader.CatalogError, match=message):
+        loader.load_measurements()
+
+
 def test_loaded_values_are_cached():
     assert load_gpus() is load_gpus()
     assert load_models() is load_models()
