@@ -1,10 +1,12 @@
 """Parse a TOML file through a data-only cache in the user's cache directory.
 
 Parsing the catalog's TOML files costs more than the rest of `orch plan`, so the parsed tables
-are kept between runs, keyed by the file's name, mtime and size. The cache holds JSON, not a
-pickle: a cache directory restored from CI or shared between users is data, and loading it
-can never run code. TOML's date and time values are stored (and returned on a miss too) as
-ISO strings, so a hit and a miss give the same result.
+are kept between runs, keyed by the file's name, place, mtime and size. The place (a checksum
+of its absolute path) keeps the entries of two installs apart: an ML engineer's two venvs, or
+two checkouts, would otherwise replace each other's entries on every run and parse each time.
+The cache holds JSON, not a pickle: a cache directory restored from CI or shared between users
+is data, and loading it can never run code. TOML's date and time values are stored (and
+returned on a miss too) as ISO strings, so a hit and a miss give the same result.
 
 Both the loader (shipped data files) and the price overlay read through here; this module
 imports nothing from the catalog.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ def read_toml_cached(path: Path, cache_name: str) -> dict[str, Any]:
     for a malformed file. An unreadable or corrupt cache entry only means parsing again.
     """
     stat = path.stat()
-    cached = cache_path(cache_name, stat.st_mtime_ns, stat.st_size)
+    cached = cache_path(cache_name, path, stat.st_mtime_ns, stat.st_size)
     try:
         data = json.loads(cached.read_bytes())
         if isinstance(data, dict):
@@ -41,8 +44,18 @@ def read_toml_cached(path: Path, cache_name: str) -> dict[str, Any]:
     with path.open("rb") as handle:
         parsed = tomllib.load(handle)
     payload = json.dumps(parsed, default=_iso, separators=(",", ":"))
-    write_quietly(cached, payload.encode())
+    write_quietly(cached, payload.encode(), _replaced(cache_name, path))
     return json.loads(payload)
+
+
+def _replaced(cache_name: str, path: Path) -> tuple[str, ...]:
+    """Patterns of the entries a new entry for `path` replaces: its own older ones, and those
+    of earlier releases (without a place; or pickles, deleted, never loaded)."""
+    return (
+        f"{cache_name}.{place_tag(path)}.*{SUFFIX}",
+        f"{cache_name}.[0-9]*{SUFFIX}",
+        *(f"{cache_name}.*{old}" for old in _OLD_SUFFIXES),
+    )
 
 
 def _iso(value: object) -> str:
@@ -58,21 +71,28 @@ def cache_dir() -> Path:
     return Path(base) / "orch" / "catalog"
 
 
-def cache_path(filename: str, mtime_ns: int, size: int) -> Path:
-    """Where the parsed form of `filename` is kept: $XDG_CACHE_HOME/orch/catalog/."""
-    return cache_dir() / f"{filename}.{mtime_ns}.{size}{SUFFIX}"
+def place_tag(path: Path | str) -> str:
+    """A short tag of where a file (or an install) is: "p" and the CRC-32 of its absolute path
+    (the letter keeps it apart from the digits of older releases' entry names)."""
+    return f"p{zlib.crc32(os.fsencode(os.path.abspath(path))):08x}"
 
 
-def write_quietly(target: Path, payload: bytes) -> None:
-    """Best effort: a read-only or missing cache directory just means parsing next time."""
+def cache_path(filename: str, source: Path, mtime_ns: int, size: int) -> Path:
+    """Where the parsed form of `source`, named `filename`, is kept (in `cache_dir()`)."""
+    return cache_dir() / f"{filename}.{place_tag(source)}.{mtime_ns}.{size}{SUFFIX}"
+
+
+def write_quietly(target: Path, payload: bytes, replaces: tuple[str, ...] = ()) -> None:
+    """Write `target`, deleting the entries it replaces (glob patterns in its directory).
+    Best effort: a read-only or missing cache directory just means parsing next time."""
     import tempfile  # pulls in shutil, random, bz2 and lzma: only when writing
 
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        stem = target.name.split(".", 2)[0]
-        for suffix in (SUFFIX, *_OLD_SUFFIXES):
-            for stale in target.parent.glob(f"{stem}.*{suffix}"):
-                stale.unlink(missing_ok=True)
+        for pattern in replaces:
+            for stale in target.parent.glob(pattern):
+                if stale != target:
+                    stale.unlink(missing_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)

@@ -218,16 +218,20 @@ def calibrated_efficiency() -> Calibration:
     import json
 
     from orchestrator.catalog.interconnect import load_llm_measurements
-    from orchestrator.catalog.toml_cache import cache_dir, write_quietly
+    from orchestrator.catalog.toml_cache import cache_dir, place_tag, write_quietly
 
-    cached = cache_dir() / f"calibration.{_calibration_key()}.json"
+    # The place tag keeps two installs' tables apart (see toml_cache); a new table replaces
+    # this install's older ones and those of releases without a tag.
+    place = place_tag(Path(__file__).resolve().parents[1])
+    cached = cache_dir() / f"calibration.{place}.{_calibration_key()}.json"
     try:
         rows = json.loads(cached.read_bytes())
         return {(gpu, key, workload): float(value) for gpu, key, workload, value in rows}
     except (OSError, ValueError, TypeError):
         pass  # missing or unreadable: calibrate
     table = calibrate(load_measurements(), load_llm_measurements())
-    write_quietly(cached, json.dumps([[*k, v] for k, v in sorted(table.items())]).encode())
+    payload = json.dumps([[*k, v] for k, v in sorted(table.items())]).encode()
+    write_quietly(cached, payload, (f"calibration.{place}.*.json", "calibration.[0-9a-f]*.json"))
     return table
 
 

@@ -70,7 +70,7 @@ def test_a_planted_pickle_is_never_loaded(private_catalog, tmp_path) -> None:
     cache_dir.mkdir(parents=True)
     # The name earlier releases loaded, and the name of today's entry, both holding a pickle.
     (cache_dir / f"gpus.toml.{stat.st_mtime_ns}.{stat.st_size}.pickle").write_bytes(payload)
-    json_entry = toml_cache.cache_path("gpus.toml", stat.st_mtime_ns, stat.st_size)
+    json_entry = toml_cache.cache_path("gpus.toml", gpus, stat.st_mtime_ns, stat.st_size)
     json_entry.write_bytes(payload)
     assert "T4" in loader.load_gpus()
     assert not marker.exists()
@@ -114,3 +114,36 @@ def test_no_import_circle_between_loader_and_overlay() -> None:
     assert "orchestrator.catalog.overlay" in _imports(loader.__file__)
     assert "orchestrator.catalog.loader" not in _imports(overlay.__file__)
     assert not [m for m in _imports(toml_cache.__file__) if m.startswith("orchestrator")]
+
+
+def test_two_installs_keep_their_own_entries(private_catalog, tmp_path, monkeypatch) -> None:
+    """Two venvs or checkouts (same file names, other mtimes) must not replace each other's
+    entries on every run: each would parse the catalog on every start."""
+    other = tmp_path / "other-install" / "data"
+    shutil.copytree(private_catalog, other)
+    cache = tmp_path / "cache" / "orch" / "catalog"
+
+    def load_from(data: Path) -> dict:
+        monkeypatch.setattr(loader, "DATA_DIR", data)
+        loader.clear_cache()
+        return loader.load_gpus()
+
+    assert load_from(private_catalog) == load_from(other)
+    entries = {p: p.stat().st_mtime_ns for p in cache.glob("gpus.toml.*.json")}
+    assert len(entries) == 2
+    load_from(private_catalog)
+    load_from(other)
+    # Both hits: neither entry was deleted or written again.
+    assert {p: p.stat().st_mtime_ns for p in cache.glob("gpus.toml.*.json")} == entries
+
+
+def test_an_entry_of_an_earlier_release_is_cleaned_away(private_catalog, tmp_path) -> None:
+    gpus = private_catalog / "gpus.toml"
+    stat = gpus.stat()
+    cache = tmp_path / "cache" / "orch" / "catalog"
+    cache.mkdir(parents=True)
+    legacy = cache / f"gpus.toml.{stat.st_mtime_ns}.{stat.st_size}.json"  # no place tag
+    legacy.write_text("{}")
+    assert "T4" in loader.load_gpus()
+    assert not legacy.exists()
+    assert len(list(cache.glob("gpus.toml.*.json"))) == 1
