@@ -76,7 +76,7 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
     from orchestrator.sizing.select import plan_job
 
     job = job_from_options(**kwargs)
-    return plan_job(job, selection_from_options(job, **kwargs))
+    return plan_job(job, selection_from_options(job, explicit("gpus"), **kwargs))
 
 
 @click.command("up")

@@ -1,8 +1,10 @@
-"""Click options that steer selection, shared by `orch plan` and `orch up` (without --plan).
+"""Options that steer selection, shared by `orch plan` and `orch up` (without --plan), declared
+as `Option` records (commands/option_spec.py).
 
-`selection_options` adds them; `selection_from_options(job, **kwargs)` turns the parsed
-values into `PlanOptions`. With --gpus given explicitly, only boxes with exactly that many
-GPUs are considered (its default only sets the estimate's data-parallel width).
+`selection_options` adds them to a click command; `selection_from_options(job, gpus_given,
+**kwargs)` turns the parsed values into `PlanOptions`. With --gpus given explicitly, only
+boxes with exactly that many GPUs are considered (its default only sets the estimate's
+data-parallel width).
 `up_selection_options` is the same set without the --max-price filter: on `orch up` the price
 a user names is the spot bid, `--spot-bid` (see commands/boxes.py).
 """
@@ -12,10 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import click
-
 from orchestrator import clouds
 from orchestrator.commands.durations import parse_hours
+from orchestrator.commands.option_spec import (
+    Option,
+    apply_click_options,
+    given_on_command_line,
+    refuse_non_finite,
+)
 from orchestrator.errors import UsageError
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.select import PlanOptions
@@ -35,80 +41,85 @@ SELECTION_KEYS = (
     "allow_unverified_prices",
 )
 
-_MAX_PRICE = click.option(
-    "--max-price",
-    type=float,
+MAX_PRICE = Option(
+    ("--max-price",),
+    "max_price",
+    "float",
     metavar="USD/h",
     help="Only boxes that cost at most this per hour (the whole instance).",
 )
 
-_OPTIONS = (
-    click.option(
-        "--cloud",
-        type=click.Choice([*clouds.names(), "any"]),
+SELECTION_OPTIONS = (
+    Option(
+        ("--cloud",),
+        "cloud",
         default="any",
+        choices=(*clouds.names(), "any"),
         show_default=True,
         help="Which clouds to consider.",
     ),
-    click.option("--region", help="Only this region (e.g. us-east-1, cn-hangzhou)."),
-    click.option("--spot", is_flag=True, help="Also consider spot capacity (ranked together)."),
-    _MAX_PRICE,
-    click.option("--deadline", help="The job must finish within this time (e.g. 6h, 90m)."),
-    click.option(
-        "--headroom",
-        type=click.FloatRange(0.1, 1.0),
-        default=0.9,
+    Option(("--region",), "region", help="Only this region (e.g. us-east-1, cn-hangzhou)."),
+    Option(("--spot",), "spot", "flag", help="Also consider spot capacity (ranked together)."),
+    MAX_PRICE,
+    Option(
+        ("--deadline",), "deadline", help="The job must finish within this time (e.g. 6h, 90m)."
+    ),
+    Option(
+        ("--headroom",),
+        "headroom",
+        "float",
+        0.9,
+        minimum=0.1,
+        maximum=1.0,
         show_default=True,
         help="Fraction of GPU memory the estimated peak may use.",
     ),
-    click.option(
-        "--throughput",
+    Option(
+        ("--throughput",),
         "throughput",
         multiple=True,
         metavar="GPU=SAMPLES_PER_S",
         help="Your measured samples/s per GPU; overrides the model (repeatable).",
     ),
-    click.option(
-        "--dataset-gib",
-        type=click.FloatRange(min=0),
-        default=0.0,
+    Option(
+        ("--dataset-gib",),
+        "dataset_gib",
+        "float",
+        0.0,
+        minimum=0,
         help="Dataset size on disk, to size the root volume.",
     ),
-    click.option(
-        "--instance-type",
+    Option(
+        ("--instance-type",),
+        "instance_type",
         help="Cost only this instance type (e.g. g5.12xlarge), in each region it is priced.",
     ),
-    click.option(
-        "--allow-unverified-prices",
-        is_flag=True,
+    Option(
+        ("--allow-unverified-prices",),
+        "allow_unverified_prices",
+        "flag",
         help="Let prices marked NOT RE-VERIFIED (no dated source) win; default: ranked last.",
     ),
 )
 
 
 # `orch up` leaves the filter out: there the price a user names is the spot bid.
-_UP_OPTIONS = tuple(option for option in _OPTIONS if option is not _MAX_PRICE)
-
-
-def _apply(func: F, options: tuple[Callable[[F], F], ...]) -> F:
-    for option in reversed(options):
-        func = option(func)
-    return func
+UP_SELECTION_OPTIONS = tuple(option for option in SELECTION_OPTIONS if option is not MAX_PRICE)
 
 
 def selection_options(func: F) -> F:
-    return _apply(func, _OPTIONS)
+    return apply_click_options(func, SELECTION_OPTIONS)
 
 
 def up_selection_options(func: F) -> F:
     """The selection options of `orch up` (planning inline): all but the --max-price filter."""
-    return _apply(func, _UP_OPTIONS)
+    return apply_click_options(func, UP_SELECTION_OPTIONS)
 
 
 def explicit(parameter: str) -> bool:
-    """Whether the user gave an option, as opposed to click filling in its default."""
-    source = click.get_current_context().get_parameter_source(parameter)
-    return source is not None and source.name == "COMMANDLINE"
+    """Whether the user gave an option of the running click command, as opposed to click
+    filling in its default."""
+    return parameter in given_on_command_line((parameter,))
 
 
 def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
@@ -126,7 +137,10 @@ def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
     return result
 
 
-def selection_from_options(job: JobSpec, **kwargs: Any) -> PlanOptions:
+def selection_from_options(job: JobSpec, gpus_given: bool, **kwargs: Any) -> PlanOptions:
+    """PlanOptions from the parsed values; `gpus_given`: --gpus was on the command line (only
+    then does it filter boxes by GPU count)."""
+    refuse_non_finite(SELECTION_OPTIONS, kwargs)
     max_price = kwargs.get("max_price")
     if max_price is not None and max_price <= 0:
         raise UsageError("--max-price must be positive")
@@ -137,7 +151,7 @@ def selection_from_options(job: JobSpec, **kwargs: Any) -> PlanOptions:
         spot=bool(kwargs.get("spot")),
         max_price=max_price,
         deadline_hours=parse_hours(deadline, "--deadline") if deadline else None,
-        gpus=job.gpus if explicit("gpus") else None,
+        gpus=job.gpus if gpus_given else None,
         headroom=kwargs.get("headroom") or 0.9,
         throughput=parse_throughput(tuple(kwargs.get("throughput") or ())),
         dataset_gib=kwargs.get("dataset_gib") or 0.0,

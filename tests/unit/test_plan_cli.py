@@ -63,6 +63,13 @@ def test_plan_does_not_import_cloud_sdks_or_terraform() -> None:
         (["--model", "bert-large", "--deadline", "soon"], "--deadline"),
         (["--model", "bert-large", "--max-price", "0.0001"], "nothing fits"),
         (["--hf-config", "/nonexistent/config.json"], "config.json"),
+        # float() and click take nan and inf (nan passes a FloatRange): refused by name.
+        (["--model", "bert-large", "--epochs", "nan", "--dataset-size", "10"], "--epochs"),
+        (["--model", "bert-large", "--epochs", "inf", "--dataset-size", "10"], "finite"),
+        (["--model", "bert-large", "--headroom", "nan"], "--headroom must be a finite"),
+        (["--model", "bert-large", "--max-price", "nan"], "--max-price must be a finite"),
+        (["--model", "bert-large", "--dataset-gib", "inf"], "--dataset-gib must be a finite"),
+        (["--model", "bert-large", "--lora-dropout=nan"], "--lora-dropout"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:

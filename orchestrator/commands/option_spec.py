@@ -1,0 +1,153 @@
+"""Command-line options declared as data, so that a command can be parsed with or without click.
+
+Importing click and the standard-library modules it pulls in (inspect, typing, uuid, datetime,
+gettext) costs about 16 ms, a fifth of `orch plan`'s run time (issue 10: start-up at most 3x
+bare Python). `orch plan` and `orch estimate` therefore declare their options as `Option`
+records and their body as a `QuickCommand`: `commands.quick_parse` reads a plain command line
+without click, and `click_command` / `apply_click_options` turn the same records into click's
+objects for everything else (--help, every error message, the other commands that share the
+job and selection options). One declaration, so the two parsers cannot drift apart; the tests
+compare their results on generated command lines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from orchestrator.errors import UsageError
+from orchestrator.records import record
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# What an option's value is. "path" is click.Path(dir_okay=False): a file that may not exist
+# yet, refused when it names a directory or an unreadable file.
+KINDS = ("text", "int", "float", "flag", "path")
+
+
+@record
+class Option:
+    """One option: its flags ("--model", or "-o" and "--output"), the keyword the command
+    receives, the value's kind and, for numbers, an optional range."""
+
+    flags: tuple[str, ...]
+    name: str
+    kind: str = "text"
+    default: Any = None
+    multiple: bool = False
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    minimum_open: bool = False
+    help: str | None = None
+    metavar: str | None = None
+    show_default: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"option {self.name}: kind {self.kind!r} is not one of {KINDS}")
+        if self.choices and self.kind != "text":
+            raise ValueError(f"option {self.name}: choices are for text options")
+        ranged = self.minimum is not None or self.maximum is not None or self.minimum_open
+        if ranged and self.kind not in ("int", "float"):
+            raise ValueError(f"option {self.name}: a range is for int and float options")
+
+    def initial(self) -> Any:
+        """The value the command receives when the option is not given."""
+        if self.multiple:
+            return ()
+        if self.kind == "flag":
+            return bool(self.default)
+        return self.default
+
+
+@record
+class QuickCommand:
+    """A command that runs without click when its command line is plain.
+
+    `run(given, **values)` receives every option's value by its `name` and `given`, the names
+    the user typed (as opposed to defaults), as click's parameter source would say.
+    """
+
+    name: str
+    help: str
+    options: tuple[Option, ...]
+    run: Callable[..., None]
+
+
+def refuse_non_finite(options: Iterable[Option], values: dict[str, Any]) -> None:
+    """UsageError for a float option given as nan or inf: float() and click's FLOAT and
+    FloatRange accept both (NaN even passes a range), and none is a size, price or time."""
+    for option in options:
+        value = values.get(option.name)
+        if option.kind == "float" and value is not None and not math.isfinite(value):
+            raise UsageError(f"{option.flags[-1]} must be a finite number, got {value}")
+
+
+def _click_type(option: Option) -> Any:
+    import click
+
+    if option.choices:
+        return click.Choice(option.choices)
+    if option.kind == "path":
+        return click.Path(dir_okay=False)
+    number = {"int": int, "float": float}.get(option.kind)
+    if number is None:
+        return None
+    if option.minimum is None and option.maximum is None:
+        return number
+    bounded = click.IntRange if number is int else click.FloatRange
+    return bounded(option.minimum, option.maximum, min_open=option.minimum_open)
+
+
+def _click_settings(option: Option) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    if option.kind == "flag":
+        settings["is_flag"] = True
+    else:
+        click_type = _click_type(option)
+        if click_type is not None:
+            settings["type"] = click_type
+    if option.default is not None:
+        settings["default"] = option.default
+    for key in ("multiple", "show_default"):
+        if getattr(option, key):
+            settings[key] = True
+    for key in ("help", "metavar"):
+        if getattr(option, key) is not None:
+            settings[key] = getattr(option, key)
+    return settings
+
+
+def apply_click_options(func: F, options: Iterable[Option]) -> F:
+    """Decorate a click command function with these options, the first one shown first."""
+    import click
+
+    for option in reversed(tuple(options)):
+        func = click.option(*option.flags, option.name, **_click_settings(option))(func)
+    return func
+
+
+def given_on_command_line(names: Iterable[str]) -> frozenset[str]:
+    """Which of these parameters of the running click command the user typed."""
+    import click
+
+    context = click.get_current_context()
+    return frozenset(
+        name
+        for name in names
+        if (source := context.get_parameter_source(name)) is not None
+        and source.name == "COMMANDLINE"
+    )
+
+
+def click_command(command: QuickCommand) -> Any:
+    """The click command of a QuickCommand: same options, same body."""
+    import click
+
+    def callback(**values: Any) -> None:
+        command.run(given_on_command_line(values), **values)
+
+    params = [click.Option([*o.flags, o.name], **_click_settings(o)) for o in command.options]
+    return click.Command(command.name, callback=callback, params=params, help=command.help)
