@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import click
-
-from orchestrator.commands.job_options import job_from_options, job_shape_options
+from orchestrator.commands.job_options import SHAPE_OPTIONS, job_from_options
+from orchestrator.commands.option_spec import Option, QuickCommand
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import GIB, MemoryBreakdown, estimate_memory
@@ -99,11 +98,7 @@ def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: 
     return "\n".join(lines)
 
 
-@click.command("estimate")
-@job_shape_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def estimate(as_json: bool, **job_kwargs: Any) -> None:
-    """Estimate the per-GPU memory of a training job: weights, gradients, optimizer states,
+HELP = """Estimate the per-GPU memory of a training job: weights, gradients, optimizer states,
     activations and overhead.
 
     \b
@@ -112,10 +107,19 @@ def estimate(as_json: bool, **job_kwargs: Any) -> None:
       orch estimate --hf-config config.json --precision bf16 --zero 3 --gpus 8
       orch estimate --params-m 350 --json
     """
+
+OPTIONS = (*SHAPE_OPTIONS, Option(("--json",), "as_json", "flag", help="Print one JSON object."))
+
+
+def run_estimate(given: frozenset[str], as_json: bool, **job_kwargs: Any) -> None:
     job = job_from_options(**job_kwargs)
     arch, warnings = resolve_architecture(job)
     memory = estimate_memory(arch, job)
     if as_json:
-        click.echo(json.dumps(estimate_result(arch, job, memory, warnings)))
+        print(json.dumps(estimate_result(arch, job, memory, warnings)))
         return
-    click.echo(render(arch, job, memory, warnings))
+    print(render(arch, job, memory, warnings))
+
+
+# Run without click on a plain command line (commands/quick_parse.py), as `orch plan` is.
+COMMAND = QuickCommand("estimate", HELP, OPTIONS, run_estimate)

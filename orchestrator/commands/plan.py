@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import click
-
-from orchestrator.commands.job_options import job_from_options, job_options
-from orchestrator.commands.selection_options import selection_from_options, selection_options
+from orchestrator.commands.job_options import JOB_OPTIONS, job_from_options
+from orchestrator.commands.option_spec import Option, QuickCommand
+from orchestrator.commands.selection_options import SELECTION_OPTIONS, selection_from_options
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, write_plan
 from orchestrator.sizing.select import (
@@ -20,27 +19,7 @@ from orchestrator.sizing.select import (
 )
 from orchestrator.textui import fit_bar, gib, table
 
-
-@click.command("plan")
-@job_options
-@selection_options
-@click.option(
-    "--top",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="How many instance types to show.",
-)
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    type=click.Path(dir_okay=False),
-    help="Write the decision to this plan.json for `orch up`.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def plan(top: int, output: str | None, as_json: bool, **kwargs: Any) -> None:
-    """Pick the instance with the lowest cost per job that fits in GPU memory.
+HELP = """Pick the instance with the lowest cost per job that fits in GPU memory.
 
     Ranks every (cloud, region, instance type, market) whose per-GPU memory estimate stays
     within --headroom of GPU memory, by the cost of the whole job (--samples, or --epochs
@@ -54,8 +33,34 @@ def plan(top: int, output: str | None, as_json: bool, **kwargs: Any) -> None:
       orch plan --hf-config config.json --cloud aws --region us-east-1 --spot --json
       orch plan --model bert-large --epochs 3 --dataset-size 120000 --max-price 2 --deadline 6h
     """
+
+OPTIONS = (
+    *JOB_OPTIONS,
+    *SELECTION_OPTIONS,
+    Option(
+        ("--top",),
+        "top",
+        "int",
+        8,
+        minimum=1,
+        show_default=True,
+        help="How many instance types to show.",
+    ),
+    Option(
+        ("-o", "--output"),
+        "output",
+        "path",
+        help="Write the decision to this plan.json for `orch up`.",
+    ),
+    Option(("--json",), "as_json", "flag", help="Print the plan as JSON."),
+)
+
+
+def run_plan(
+    given: frozenset[str], top: int, output: str | None, as_json: bool, **kwargs: Any
+) -> None:
     job = job_from_options(**kwargs)
-    options = selection_from_options(job, **kwargs)
+    options = selection_from_options(job, "gpus" in given, **kwargs)
     ranking = rank(job, options)
     if not winners(ranking, options):
         raise UsageError(nothing_fits_message(job, options, ranking))
@@ -63,11 +68,16 @@ def plan(top: int, output: str | None, as_json: bool, **kwargs: Any) -> None:
     if output:
         write_plan(result, output)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict(), indent=2))
         return
-    click.echo(render_ranking(ranking, top))
+    print(render_ranking(ranking, top))
     if output:
-        click.echo(f"Wrote {output}: `orch up --plan {output} --name NAME` creates the box.")
+        print(f"Wrote {output}: `orch up --plan {output} --name NAME` creates the box.")
+
+
+# Run without click on a plain command line (commands/quick_parse.py); `orch plan --help` and
+# any command line the quick parser declines go through click with the same options.
+COMMAND = QuickCommand("plan", HELP, OPTIONS, run_plan)
 
 
 def best_per_type(candidates: list[Candidate]) -> list[Candidate]:

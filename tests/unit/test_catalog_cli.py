@@ -8,7 +8,7 @@ import sys
 
 from click.testing import CliRunner
 
-from orchestrator.cli import cli
+from orchestrator.click_group import cli
 from orchestrator.errors import UsageError
 
 

@@ -239,7 +239,7 @@ def test_offline_catalog_commands_load_no_sdk_and_no_parser(cli_env):
     import neither a cloud SDK nor tomllib."""
     code = (
         "import sys\n"
-        "from orchestrator.cli import cli\n"
+        "from orchestrator.click_group import cli\n"
         "for args in (['catalog', 'gpus'], ['catalog', 'instances', '--cloud', 'aliyun']):\n"
         "    cli.main(args=args, standalone_mode=False)\n"
         "bad = [m for m in sys.modules if m.startswith(('alibabacloud', 'boto', 'tomllib'))]\n"

