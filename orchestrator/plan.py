@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import MISSING, asdict, field, fields
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UsageError
-from orchestrator.records import record
+from orchestrator.records import MISSING, asdict, field, fields, record
 
 SCHEMA = "orch.plan/v1"
 

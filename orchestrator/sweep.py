@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +28,7 @@ from orchestrator.clouds.base import (
     retry_while,
 )
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 ALL = "any"  # `orch sweep --cloud any`: every registered cloud
 # Deletion order within a box when a cloud lists a box's resources: what holds one goes first.

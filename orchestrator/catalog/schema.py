@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 
 @record

@@ -12,11 +12,10 @@ import csv
 import io
 import math
 import re
-from dataclasses import asdict
 from typing import Any
 
 from orchestrator.errors import OrchError
-from orchestrator.records import record
+from orchestrator.records import asdict, record
 
 INVENTORY_FIELDS = (
     "index",

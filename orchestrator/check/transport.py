@@ -22,14 +22,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import clouds
 from orchestrator.clouds.base import CommandResult, Unreachable
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_FAILURE, OrchError, UsageError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 if TYPE_CHECKING:
     from orchestrator.provision.boxes import Box

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shlex
 import time
-from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.check import drivers, nvidia_smi
@@ -25,7 +24,7 @@ from orchestrator.check.transport import (
     transport_for_box,
 )
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_OK, OrchError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 if TYPE_CHECKING:
     from orchestrator.plan import Candidate

@@ -14,14 +14,13 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import field
 from typing import Any
 
 from orchestrator.check import nvidia_smi
 from orchestrator.check.transport import CommandResult, OutputTooLarge, Transport, Unreachable
 from orchestrator.check.verify import EXIT_NO_DRIVER, EXIT_TIMED_OUT, bounded_query
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 LOW_UTIL_PCT = 30
 MEMORY_FULL_FRACTION = 0.95

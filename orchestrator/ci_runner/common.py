@@ -11,11 +11,10 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import field
 from urllib.parse import urlsplit, urlunsplit
 
 from orchestrator.errors import UsageError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 KINDS = ("github", "gitlab")
 DEFAULT_API_URL = {"github": "https://api.github.com", "gitlab": "https://gitlab.com"}

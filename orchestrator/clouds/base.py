@@ -22,12 +22,11 @@ import importlib
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 PLUGINS_ENV = "ORCH_CLOUD_PLUGINS"
 

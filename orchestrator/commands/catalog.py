@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from orchestrator.catalog import load_gpus, load_instances, load_models
 from orchestrator.catalog.loader import CLOUDS
 from orchestrator.catalog.schema import InstanceType, ModelEntry
 from orchestrator.errors import UsageError
-from orchestrator.records import record
+from orchestrator.records import asdict, record
 
 PRECISION_COLUMNS = ("fp32", "tf32", "fp16", "bf16")
 UNVERIFIED_MARK = "price NOT RE-VERIFIED"

@@ -251,9 +251,8 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
 
 def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
     """Lease a box from the pool, run there, release it (dirty when the run failed)."""
-    import dataclasses
-
     from orchestrator.pool import manager
+    from orchestrator.records import replace
     from orchestrator.run.session import Run
 
     as_json = options["as_json"]
@@ -267,7 +266,7 @@ def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
     )
     wait_s = bounded("--lease-wait", options["lease_wait"], low=0, high=DAY_S)
     leased = manager.lease(pool, wait_s, None)
-    request = dataclasses.replace(request, box_name=leased["box"], check=False)
+    request = replace(request, box_name=leased["box"], check=False)
     report = Run(request, make_say(False), make_progress(as_json), sink).execute()
     dirty = report.exit_code != 0
     outcome = manager.release(pool, leased["box"], leased["lease_id"], dirty)

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import field
 from datetime import timedelta
 from typing import Any
 
@@ -30,7 +29,7 @@ from orchestrator.pool import record as pool_record
 from orchestrator.pool.store import Conflict, RecordStore, open_store, update
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 Say = Callable[[str], None]
 POLL_S = 2.0

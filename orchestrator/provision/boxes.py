@@ -24,13 +24,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 BOX_STATES = ("creating", "up", "failed", "destroying", "destroyed")
 BOX_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}")  # fullmatch: "$" would let "\n" through

@@ -23,7 +23,6 @@ import re
 import shutil
 import socket
 from collections.abc import Callable, Iterator
-from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,7 +52,7 @@ from orchestrator.provision.render import (
     write_json,
 )
 from orchestrator.provision.terraform import LOCK_TIMEOUT, Interrupted, Terraform, TerraformError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 if TYPE_CHECKING:
     from orchestrator.ci_runner import Registration

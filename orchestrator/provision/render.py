@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from orchestrator import clouds
 from orchestrator.clouds.base import BOX_TAG, EXPIRES_TAG, MANAGED_BY_TAG, OWNER_TAG
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"  # built-in clouds' templates
 RENDERED_FILES = ("main.tf", "variables.tf", "outputs.tf")

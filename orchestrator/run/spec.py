@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
-from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from orchestrator.errors import UsageError
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Names orch sets for the job itself; a user value would silently lose.

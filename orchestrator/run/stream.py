@@ -14,12 +14,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import field
 from typing import BinaryIO
 
 from orchestrator.check.transport import SshTransport, backoff_delays
 from orchestrator.errors import OrchError
-from orchestrator.records import record
+from orchestrator.records import field, record
 from orchestrator.run.remote import follow_script
 from orchestrator.run.shell import stream_argv
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import field
 
 from orchestrator import clouds
 from orchestrator.clouds.base import CloudError, InstanceState
 from orchestrator.provision.boxes import Box
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 Say = Callable[[str], None]
 

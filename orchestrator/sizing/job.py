@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
 from typing import Any
 
-from orchestrator.records import record
+from orchestrator.records import asdict, fields, record, replace
 
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-momentum", "adafactor", "adamw-8bit")
@@ -53,5 +52,5 @@ class JobSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
-        known = {f for f in cls.__dataclass_fields__}
+        known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})

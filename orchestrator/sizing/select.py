@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import field, replace
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
 from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
-from orchestrator.records import record
+from orchestrator.records import field, record, replace
 from orchestrator.sizing.cloud_preference import CloudPreference, cloud_preference
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.images import image_for

@@ -43,6 +43,7 @@ from functools import lru_cache
 from typing import Any
 
 from orchestrator.errors import UsageError
+from orchestrator.records import fields, record
 from orchestrator.sizing.architectures import Architecture, Head, WeightGroup
 from orchestrator.sizing.job import JobSpec
 
@@ -99,7 +100,7 @@ class TraceResult:
     versions: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class TracedArchitecture(Architecture):
     """An Architecture whose activations (and, for families the analytic model does not
     know, FLOPs) come from a trace of `config` for the job's shape."""
@@ -176,7 +177,7 @@ def traced_architecture(
     config_json = json.dumps(config, sort_keys=True)
     result = trace_config(config_json, trace_key(job))
     if analytic is not None:
-        base = {f: getattr(analytic, f) for f in Architecture.__dataclass_fields__}
+        base = {f.name: getattr(analytic, f.name) for f in fields(Architecture)}
         base["notes"] = (*analytic.notes, *result.notes)
         return TracedArchitecture(
             **base, config_json=config_json, layer_count=_layer_count(analytic), analytic=True

@@ -8,7 +8,6 @@ right exit code, one `orch: error:` line at most, and with --json a JSON documen
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -16,6 +15,7 @@ import time
 import pytest
 
 from orchestrator.check import untrusted
+from orchestrator.records import replace
 from tests.e2e import sshbox
 from tests.e2e.test_check_ssh import make_candidate, orch, save_box
 from tests.support import require
@@ -222,11 +222,11 @@ def test_too_old_driver_for_the_gpu_fails(server, orch_home):
 def test_driver_too_old_for_the_images_cuda_fails(server, orch_home):
     server.serve("a10g")  # driver 515.105.01: fine for the A10G, too old for CUDA 12
     candidate = make_candidate("A10G", 1, 24)
-    cuda12 = dataclasses.replace(candidate, image={"id": "ami-12345678", "cuda": "12.8"})
+    cuda12 = replace(candidate, image={"id": "ami-12345678", "cuda": "12.8"})
     result, report = check_json(server, "cuda12", cuda12)
     assert result.returncode == 3
     assert "CUDA 12.8 needs driver >= 525.60.13" in failed(report)["driver"]
-    cuda11 = dataclasses.replace(candidate, image={"id": "ami-12345678", "cuda": "11.8"})
+    cuda11 = replace(candidate, image={"id": "ami-12345678", "cuda": "11.8"})
     result, report = check_json(server, "cuda11", cuda11)
     assert result.returncode == 0, report
 

@@ -1,29 +1,32 @@
-"""`@record` behaves as the dataclass it replaces, without generating code per class."""
+"""`@record` behaves as the dataclass it replaces, without generating code per class and
+without importing `dataclasses` (a real dataclass is the reference here)."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import pickle
+from typing import ClassVar
 
 import pytest
 
-from orchestrator.records import record
+from orchestrator import records
+from orchestrator.records import FrozenInstanceError, asdict, field, fields, record, replace
 
 
 @record
 class Point:
     x: int
     y: int = 0
-    tags: list[str] = dataclasses.field(default_factory=list)
-    note: str = dataclasses.field(default="", repr=False, compare=False)
+    tags: list[str] = field(default_factory=list)
+    note: str = field(default="", repr=False, compare=False)
 
 
 @record(frozen=False)
 class Counter:
     name: str
     count: int = 0
-    seen: list[int] = dataclasses.field(default_factory=list, init=False)
+    seen: list[int] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.seen.append(self.count)
@@ -76,30 +79,101 @@ def test_repr_eq_and_hash_follow_the_dataclass_rules():
 
 def test_frozen_refuses_assignment_and_deletion_mutable_allows_it():
     p = Point(1)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         p.x = 2
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # FrozenInstanceError is one, as in dataclasses
         del p.y
     c = Counter("c", 3)
     c.count = 4
     assert (c.count, c.seen) == (4, [3])  # __post_init__ ran, init=False field was set
 
 
-def test_dataclass_helpers_keep_working():
-    p = Point(1, 2, ["t"], "n")
-    assert dataclasses.is_dataclass(p)
-    assert [f.name for f in dataclasses.fields(p)] == ["x", "y", "tags", "note"]
-    assert dataclasses.replace(p, y=5) == Point(1, 5, ["t"])
-    assert dataclasses.asdict(p) == {"x": 1, "y": 2, "tags": ["t"], "note": "n"}
+def test_the_helpers_give_what_the_dataclass_helpers_give():
+    p, ref = Point(1, 2, ["t"], "n"), ReferencePoint(1, 2, ["t"], "n")
+    assert records.is_record(p) and records.is_record(Point) and not records.is_record(ref)
+    assert [f.name for f in fields(p)] == [f.name for f in dataclasses.fields(ref)]
+    for mine, theirs in zip(fields(Point), dataclasses.fields(ReferencePoint), strict=True):
+        assert (mine.default, mine.init, mine.repr, mine.compare) == (
+            theirs.default if theirs.default is not dataclasses.MISSING else records.MISSING,
+            theirs.init,
+            theirs.repr,
+            theirs.compare,
+        )
+    assert replace(p, y=5) == Point(1, 5, ["t"])
+    assert asdict(p) == dataclasses.asdict(ref) == {"x": 1, "y": 2, "tags": ["t"], "note": "n"}
     assert copy.deepcopy(p) == p
     assert pickle.loads(pickle.dumps(p)) == p
+    with pytest.raises(ValueError, match="init=False"):
+        replace(Counter("c"), seen=[1])
+    with pytest.raises(TypeError):
+        fields(ref)  # a dataclass is not a record
+    with pytest.raises(TypeError):
+        asdict(Point)  # a class, not an instance
 
 
-def test_unsupported_shapes_are_refused_when_the_class_is_made():
-    with pytest.raises(TypeError, match="do not inherit"):
+@record
+class Inner:
+    values: tuple[int, ...]
+    extra: dict[str, list[int]] = field(default_factory=dict)
+
+
+@record
+class Outer:
+    inner: Inner
+    items: list[Inner]
+    named: dict[str, Inner]
+
+
+def test_asdict_recurses_and_copies_as_dataclasses_does():
+    inner = Inner((1, 2), {"k": [3]})
+    outer = Outer(inner, [inner], {"a": inner})
+    flat = asdict(outer)
+    as_dict = {"values": (1, 2), "extra": {"k": [3]}}
+    assert flat == {"inner": as_dict, "items": [as_dict], "named": {"a": as_dict}}
+    flat["inner"]["extra"]["k"].append(4)
+    assert inner.extra == {"k": [3]}  # a copy, not the record's own list
+
+
+@record
+class Base:
+    name: str
+    size: int = 1
+
+
+@record
+class Extended(Base):
+    note: str = ""
+    size: int = 2  # a redefined field keeps its place and takes the new default
+
+
+def test_a_record_extends_a_record_as_a_dataclass_extends_a_dataclass():
+    @dataclasses.dataclass(frozen=True)
+    class RefBase:
+        name: str
+        size: int = 1
+
+    @dataclasses.dataclass(frozen=True)
+    class RefExtended(RefBase):
+        note: str = ""
+        size: int = 2
+
+    assert [f.name for f in fields(Extended)] == [f.name for f in dataclasses.fields(RefExtended)]
+    assert repr(Extended("e")).partition("(")[2] == repr(RefExtended("e")).partition("(")[2]
+    assert Extended("e") != Base("e", 2)  # another class is never equal
+    assert isinstance(Extended("e"), Base)
+
+
+def test_unsupported_or_wrong_shapes_are_refused_when_the_class_is_made():
+    with pytest.raises(TypeError, match="do not inherit from dataclasses"):
 
         @record
-        class Sub(Point):
+        class FromDataclass(ReferencePoint):
+            z: int = 0
+
+    with pytest.raises(TypeError, match="frozen and mutable"):
+
+        @record(frozen=False)
+        class Thawed(Point):
             z: int = 0
 
     with pytest.raises(TypeError, match="defines __eq__"):
@@ -111,8 +185,35 @@ def test_unsupported_shapes_are_refused_when_the_class_is_made():
             def __eq__(self, other: object) -> bool:
                 return True
 
-    with pytest.raises(TypeError, match="keyword-only"):
+    with pytest.raises(TypeError, match="records.field"):
 
         @record
-        class KwOnly:
-            x: int = dataclasses.field(kw_only=True)
+        class DataclassField:
+            x: int = dataclasses.field(default=0)
+
+    # As dataclasses refuse them:
+    with pytest.raises(ValueError, match="mutable default"):
+
+        @record
+        class MutableDefault:
+            x: list = []  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="non-default argument 'y' follows default argument"):
+
+        @record
+        class Order:
+            x: int = 0
+            y: int
+
+    with pytest.raises(ValueError, match="both default and default_factory"):
+        field(default=1, default_factory=list)
+
+
+def test_class_variables_are_not_fields():
+    @record
+    class WithClassVar:
+        LIMIT: ClassVar[int] = 3
+        x: int = 0
+
+    assert [f.name for f in fields(WithClassVar)] == ["x"]
+    assert WithClassVar.LIMIT == 3

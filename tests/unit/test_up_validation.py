@@ -8,7 +8,6 @@ test instead of touching anything.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_directory
+from orchestrator.records import replace
 from tests.support import candidate, plan_file
 
 CIDR = "203.0.113.7/32"
@@ -115,7 +115,7 @@ HOSTILE_CANDIDATES = [
 def test_a_hostile_plan_value_is_refused_before_any_cloud_call(
     capsys, home, tmp_path, instance_type, changes, words
 ) -> None:
-    plan = plan_file(tmp_path, dataclasses.replace(candidate(instance_type), **changes))
+    plan = plan_file(tmp_path, replace(candidate(instance_type), **changes))
     refused(capsys, *up_args(plan), words=("plan choice", *words))
 
 

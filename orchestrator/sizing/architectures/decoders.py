@@ -4,10 +4,9 @@ OLMo-2, and the MoE and MLA variants), Falcon, BLOOM; and a GPT sized from a par
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
-from orchestrator.records import record
+from orchestrator.records import record, replace
 from orchestrator.sizing.architectures.config import (
     Dims,
     FamilyKeys,

@@ -4,10 +4,9 @@ embeddings, heads, CNN stages, and the `Architecture` that holds them."""
 from __future__ import annotations
 
 import math
-from dataclasses import field
 from functools import cached_property
 
-from orchestrator.records import record
+from orchestrator.records import field, record
 
 
 class ConfigError(ValueError):
