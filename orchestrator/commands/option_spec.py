@@ -1,7 +1,7 @@
 """Command-line options declared as data, so that a command can be parsed with or without click.
 
-Importing click and the standard-library modules it pulls in (inspect, typing, uuid, datetime,
-gettext) costs about 16 ms, a fifth of `orch plan`'s run time (issue 10: start-up at most 3x
+Importing click and the standard-library modules it pulls in (inspect, uuid, datetime, gettext)
+costs about 16 ms, a fifth of `orch plan`'s run time (issue 10: start-up at most 3x
 bare Python). `orch plan` and `orch estimate` therefore declare their options as `Option`
 records and their body as a `QuickCommand`: `commands.quick_parse` reads a plain command line
 without click, and `click_command` / `apply_click_options` turn the same records into click's
