@@ -44,18 +44,8 @@ def read_toml_cached(path: Path, cache_name: str) -> dict[str, Any]:
     with path.open("rb") as handle:
         parsed = tomllib.load(handle)
     payload = json.dumps(parsed, default=_iso, separators=(",", ":"))
-    write_quietly(cached, payload.encode(), _replaced(cache_name, path))
+    write_quietly(cached, payload.encode(), cache_name, place_tag(path))
     return json.loads(payload)
-
-
-def _replaced(cache_name: str, path: Path) -> tuple[str, ...]:
-    """Patterns of the entries a new entry for `path` replaces: its own older ones, and those
-    of earlier releases (without a place; or pickles, deleted, never loaded)."""
-    return (
-        f"{cache_name}.{place_tag(path)}.*{SUFFIX}",
-        f"{cache_name}.[0-9]*{SUFFIX}",
-        *(f"{cache_name}.*{old}" for old in _OLD_SUFFIXES),
-    )
 
 
 def _iso(value: object) -> str:
@@ -73,7 +63,7 @@ def cache_dir() -> Path:
 
 def place_tag(path: Path | str) -> str:
     """A short tag of where a file (or an install) is: "p" and the CRC-32 of its absolute path
-    (the letter keeps it apart from the digits of older releases' entry names)."""
+    (the letter keeps it apart from the digits and hex keys of older releases' entry names)."""
     return f"p{zlib.crc32(os.fsencode(os.path.abspath(path))):08x}"
 
 
@@ -82,18 +72,36 @@ def cache_path(filename: str, source: Path, mtime_ns: int, size: int) -> Path:
     return cache_dir() / f"{filename}.{place_tag(source)}.{mtime_ns}.{size}{SUFFIX}"
 
 
-def write_quietly(target: Path, payload: bytes, replaces: tuple[str, ...] = ()) -> None:
-    """Write `target`, deleting the entries it replaces (glob patterns in its directory).
-    Best effort: a read-only or missing cache directory just means parsing next time."""
+# Places (installs) whose entries a name keeps: each checkout or venv a user deletes would
+# otherwise leave its entries behind for good.
+MAX_PLACES = 8
+
+
+def write_quietly(target: Path, payload: bytes, name: str, place: str) -> None:
+    """Write `target`, the entry `name` of `place`, and delete the entries it replaces: the
+    place's older ones, those of earlier releases (no place tag: a digit or hex key follows
+    the name; or pickles, deleted, never loaded), and the least recently written places'
+    beyond MAX_PLACES. Best effort: a read-only or missing cache directory just means parsing
+    next time."""
     import tempfile  # pulls in shutil, random, bz2 and lzma: only when writing
 
+    folder = target.parent
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        for pattern in replaces:
-            for stale in target.parent.glob(pattern):
-                if stale != target:
-                    stale.unlink(missing_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        folder.mkdir(parents=True, exist_ok=True)
+        stale = [
+            *folder.glob(f"{name}.{place}.*{SUFFIX}"),
+            *folder.glob(f"{name}.[0-9a-f]*{SUFFIX}"),
+            *(entry for old in _OLD_SUFFIXES for entry in folder.glob(f"{name}.*{old}")),
+        ]
+        others = sorted(
+            set(folder.glob(f"{name}.p*{SUFFIX}")) - set(stale) - {target},
+            key=lambda entry: entry.stat().st_mtime_ns,
+            reverse=True,
+        )
+        for entry in [*stale, *others[MAX_PLACES - 1 :]]:
+            if entry != target:
+                entry.unlink(missing_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
         os.replace(tmp, target)

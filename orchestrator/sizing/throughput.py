@@ -220,9 +220,8 @@ def calibrated_efficiency() -> Calibration:
     from orchestrator.catalog.interconnect import load_llm_measurements
     from orchestrator.catalog.toml_cache import cache_dir, place_tag, write_quietly
 
-    # The place tag keeps two installs' tables apart (see toml_cache); a new table replaces
-    # this install's older ones and those of releases without a tag.
-    place = place_tag(Path(__file__).resolve().parents[1])
+    # The place tag keeps two installs' tables apart (see toml_cache).
+    place = place_tag(_package_dir())
     cached = cache_dir() / f"calibration.{place}.{_calibration_key()}.json"
     try:
         rows = json.loads(cached.read_bytes())
@@ -231,8 +230,14 @@ def calibrated_efficiency() -> Calibration:
         pass  # missing or unreadable: calibrate
     table = calibrate(load_measurements(), load_llm_measurements())
     payload = json.dumps([[*k, v] for k, v in sorted(table.items())]).encode()
-    write_quietly(cached, payload, (f"calibration.{place}.*.json", "calibration.[0-9a-f]*.json"))
+    write_quietly(cached, payload, "calibration", place)
     return table
+
+
+@cache
+def _package_dir() -> Path:
+    """The installed `orchestrator` package: the calibration's inputs and its cache place."""
+    return Path(__file__).resolve().parents[1]
 
 
 def _calibration_key() -> str:
@@ -241,7 +246,7 @@ def _calibration_key() -> str:
     import os
     import zlib
 
-    package = Path(__file__).resolve().parents[1]
+    package = _package_dir()
     stamps = []
     # os.walk/scandir, not Path.glob: no pattern compiling and one stat a file (start-up).
     for top, suffix in ((package / "catalog" / "data", ".toml"), (package / "sizing", ".py")):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import shutil
 from pathlib import Path
@@ -147,3 +148,24 @@ def test_an_entry_of_an_earlier_release_is_cleaned_away(private_catalog, tmp_pat
     assert "T4" in loader.load_gpus()
     assert not legacy.exists()
     assert len(list(cache.glob("gpus.toml.*.json"))) == 1
+
+
+def test_entries_of_at_most_max_places_are_kept(private_catalog, tmp_path) -> None:
+    """Each deleted checkout or venv would leave its entries behind: the least recently
+    written places beyond MAX_PLACES go when an entry is written."""
+    cache = tmp_path / "cache" / "orch" / "catalog"
+    cache.mkdir(parents=True)
+    others = []
+    for n in range(toml_cache.MAX_PLACES + 2):
+        entry = cache / f"gpus.toml.p{n:08x}.1.1.json"
+        entry.write_text("{}")
+        os.utime(entry, ns=(n * 10**9, n * 10**9))  # p00000000 is the oldest
+        others.append(entry)
+    other_name = cache / "models.toml.p00000000.1.1.json"
+    other_name.write_text("{}")
+    assert "T4" in loader.load_gpus()
+    kept = sorted(p.name for p in cache.glob("gpus.toml.*.json"))
+    assert len(kept) == toml_cache.MAX_PLACES
+    newest = {e.name for e in others[-(toml_cache.MAX_PLACES - 1) :]}
+    assert newest <= set(kept)  # the newest other places stay, the oldest three went
+    assert other_name.exists()  # another file's entries are not touched
