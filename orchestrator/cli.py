@@ -14,13 +14,8 @@ import os
 import sys
 
 from orchestrator.commands.quick_parse import parse_plain
+from orchestrator.commands.registry import COMMANDS, QUICK_COMMANDS
 from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError
-
-# Commands that may run without click: name -> module whose COMMAND is a QuickCommand.
-QUICK_COMMANDS = {
-    "plan": "orchestrator.commands.plan",
-    "estimate": "orchestrator.commands.estimate",
-}
 
 # Commands that only compute and print. Once their output is flushed nothing is left to do, so
 # the process ends without the interpreter's teardown, which frees every object one by one:
@@ -72,7 +67,8 @@ def run_quick(args: list[str]) -> int | None:
     command, --help, anything the quick parser declines)."""
     if not args or args[0] not in QUICK_COMMANDS:
         return None
-    command = importlib.import_module(QUICK_COMMANDS[args[0]]).COMMAND
+    module_name, attribute, _ = COMMANDS[args[0]]
+    command = getattr(importlib.import_module(module_name), attribute)
     parsed = parse_plain(command.options, args[1:])
     if parsed is None:
         return None

@@ -14,35 +14,8 @@ import click
 
 from orchestrator import __version__
 from orchestrator.commands.option_spec import QuickCommand, click_command
+from orchestrator.commands.registry import COMMANDS
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE
-
-# name -> (module, attribute, one-line help shown by `orch --help` without importing it)
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "plan": (
-        "orchestrator.commands.plan",
-        "COMMAND",
-        "Pick the cheapest instance that fits a job.",
-    ),
-    "estimate": ("orchestrator.commands.estimate", "COMMAND", "Estimate per-GPU memory."),
-    "catalog": (
-        "orchestrator.commands.catalog",
-        "catalog",
-        "List GPUs, instances, models; refresh prices.",
-    ),
-    "up": ("orchestrator.commands.boxes", "up", "Create a box from a plan."),
-    "down": ("orchestrator.commands.boxes", "down", "Destroy a box and all it created."),
-    "status": ("orchestrator.commands.boxes", "status", "Show one box in detail."),
-    "list": ("orchestrator.commands.boxes", "list_boxes", "List every box and its state."),
-    "check": ("orchestrator.commands.check", "check", "Verify a box's GPUs match its plan."),
-    "watch": ("orchestrator.commands.check", "watch", "Show GPU utilisation on a box."),
-    "sweep": ("orchestrator.commands.sweep", "sweep", "Destroy expired or leaked boxes."),
-    "run": ("orchestrator.commands.run", "run", "Run a job on a box: sync, run, stream, fetch."),
-    "logs": ("orchestrator.commands.jobs", "logs", "Show (or follow) a run's output."),
-    "wait": ("orchestrator.commands.jobs", "wait", "Wait for a detached run to finish."),
-    "stop": ("orchestrator.commands.jobs", "stop", "Stop the run on a box."),
-    "ssh": ("orchestrator.commands.jobs", "ssh", "Open a shell (or run a command) on a box."),
-    "pool": ("orchestrator.commands.pool", "pool", "A warm pool of boxes CI jobs lease."),
-}
 
 
 class LazyGroup(click.Group):
