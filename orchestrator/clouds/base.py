@@ -145,6 +145,18 @@ class InstanceState:
 
 
 @record
+class ObjectStore:
+    """A cloud's S3-compatible object store, as a user reaches it through AWS_ENDPOINT_URL(_S3):
+    what it can do that orch relies on."""
+
+    title: str  # for people: "Alibaba OSS"
+    # PutObject with If-Match / If-None-Match evaluated atomically (compare-and-swap): what a
+    # pool record needs (orchestrator/pool/store.py).
+    conditional_writes: bool
+    path_style: bool  # it serves path-style requests (https://ENDPOINT/BUCKET/KEY)
+
+
+@record
 class LocalSetup:
     """What this machine has configured for a cloud, read offline (environment and config
     files only: no SDK, no network), so `orch plan --cloud any` can rank what the user can
@@ -226,6 +238,8 @@ class Cloud(Protocol):
     # "ed25519" (the default) or "rsa".
     # Optional (read with `instance_state_of`): `instance_state(region, instance_id) ->
     # InstanceState`, what the cloud says of an instance now; raises CloudError on API errors.
+    # Optional (read with `object_store_at`): `object_store(host) -> ObjectStore | None`, the
+    # cloud's object store when `host` (an S3 endpoint's host name) is one of its endpoints.
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -300,6 +314,18 @@ def instance_state_of(cloud: Cloud, region: str, instance_id: str) -> InstanceSt
     without it is watched over SSH alone); None when it has none."""
     method = getattr(cloud, "instance_state", None)
     return method(region, instance_id) if method is not None else None
+
+
+def object_store_at(host: str) -> ObjectStore | None:
+    """The object store a cloud serves at endpoint host `host` (its optional `object_store`);
+    None when no registered cloud claims the host (AWS S3 itself, or a store of its own such
+    as MinIO)."""
+    for cloud in all_clouds():
+        method = getattr(cloud, "object_store", None)
+        found = method(host) if method is not None else None
+        if found is not None:
+            return found
+    return None
 
 
 def ssh_key_type_of(cloud: Cloud) -> str:

@@ -100,7 +100,7 @@ def create(name: str, plan_path: str, minimum: int, maximum: int, idle: str, ttl
     if not cidrs:
         cidrs = [lifecycle.discover_caller_cidr()]
     state_url = None
-    if handle.store.url.startswith("s3://"):
+    if handle.store.kind.shared:
         # Boxes keep their Terraform state next to the record, so any runner can destroy them.
         state_url = handle.store.url.rstrip("/") + f"/pools/{name}/state"
     settings = dict(

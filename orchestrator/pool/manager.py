@@ -26,7 +26,7 @@ from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG, CloudError
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 from orchestrator.plan import Plan
 from orchestrator.pool import record as pool_record
-from orchestrator.pool.store import Conflict, RecordStore, open_store, update
+from orchestrator.pool.store import Conflict, RecordStore, open_store, store_tag, update
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.records import field, record
@@ -77,7 +77,7 @@ def open_pool(name: str, store_url: str | None, say: Say, **kwargs: Any) -> Pool
 
 def create(pool: Pool, plan: Plan, settings: dict[str, Any]) -> dict[str, Any]:
     """Write the record (refused when the pool exists), then start --min boxes."""
-    store_url = pool.store.url if pool.store.url.startswith("s3://") else "local"
+    store_url = store_tag(pool.store)
     data = pool_record.new_record(pool.name, plan.to_dict(), store_url=store_url, **settings)
     try:
         pool.store.create(pool.key, data)
@@ -145,7 +145,7 @@ def provision(pool: Pool, box_name: str) -> Box:
         problems = "; ".join(printable(c.message) for c in report.failures())
         raise OrchError(f"box {box_name} does not match the pool's plan: {problems}")
     mark_baseline(_transport(pool, box))
-    if pool.store.url.startswith("s3://"):
+    if pool.store.kind.shared:
         pool.store.put_secret(pool_record.key_secret(pool.name, box_name), box.key_path.read_text())
     return box
 
@@ -157,7 +157,7 @@ def _destroy(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> N
             lifecycle.down(box_name, None, pool.say, pool.progress)
     finally:
         pool.change(lambda d: d["boxes"].pop(box_name, None))
-        if pool.store.url.startswith("s3://"):
+        if pool.store.kind.shared:
             pool.store.delete(pool_record.key_secret(pool.name, box_name))
 
 
@@ -198,7 +198,7 @@ def _start_boxes(pool: Pool, names: list[str]) -> list[str]:
                 "_provision",
                 pool.name,
                 name,
-                *(["--store", pool.store.url] if pool.store.url.startswith("s3://") else []),
+                *(["--store", pool.store.url] if pool.store.kind.shared else []),
                 *(["--ssh-config", pool.ssh_config] if pool.ssh_config else []),
                 "--check-timeout",
                 str(pool.check_timeout),

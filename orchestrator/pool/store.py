@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import enum
 import fcntl
 import hashlib
 import json
@@ -43,8 +44,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from orchestrator.errors import OrchError, UsageError
+from orchestrator.provision import state_backend
 from orchestrator.records import record
 
 T = TypeVar("T")
@@ -67,7 +70,19 @@ class Versioned:
     etag: str
 
 
+class StoreKind(enum.Enum):
+    """Where a pool's record lives, and so where its boxes' Terraform state and keys live."""
+
+    LOCAL = "local"  # this machine's ORCH_HOME: boxes are reached from this machine only
+    S3 = "s3"  # a bucket: the boxes' state and keys live next to the record, for any runner
+
+    @property
+    def shared(self) -> bool:
+        return self is StoreKind.S3
+
+
 class RecordStore(Protocol):
+    kind: StoreKind
     url: str  # "s3://bucket/prefix" or the local folder
 
     def read(self, key: str) -> Versioned | None: ...  # the JSON object, None when absent
@@ -101,7 +116,33 @@ def open_store(url: str | None) -> RecordStore:
             f"bad pool store {url!r}: expected s3://bucket/prefix",
             hint="letters, digits and -_.!*'()/ in the prefix; omit it for the local store",
         ) from exc
+    check_conditional_writes(location.url)
     return S3Store(location.bucket, location.prefix)
+
+
+def store_tag(store: RecordStore) -> str:
+    """The value of a pool box's orch:pool-store tag: "local", or the S3 store's URL."""
+    return store.url if store.kind.shared else "local"
+
+
+def check_conditional_writes(url: str) -> None:
+    """UsageError (before any request) when AWS_ENDPOINT_URL(_S3), which boto3 reads in that
+    order, points at an object store that a cloud says has no conditional writes: a pool
+    record there would be overwritten by concurrent runners (Alibaba OSS: no If-Match)."""
+    from orchestrator import clouds
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    try:
+        host = urlsplit(endpoint or "").hostname or ""
+    except ValueError:
+        host = ""
+    found = clouds.object_store_at(host) if host else None
+    if found is not None and not found.conditional_writes:
+        raise UsageError(
+            f"pool store {url} is on {found.title} ({host}), which cannot hold a pool record: "
+            "pools need AWS S3, or another store with conditional writes (If-Match)",
+            hint="keep checkpoints there (orch run --store), and the pool's record in S3",
+        )
 
 
 def update(
@@ -189,6 +230,8 @@ class LocalStore:
     root/.locks/<sha256>.lock      flock target of a key, never removed
     root/<dir>/.<name>.<id>.tmp    a write in progress (os.replace'd over <name>)
     """
+
+    kind = StoreKind.LOCAL
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -326,6 +369,8 @@ class S3Store:
     that lease boxes and nobody else.
     """
 
+    kind = StoreKind.S3
+
     def __init__(self, bucket: str, prefix: str):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -347,15 +392,13 @@ class S3Store:
         return self._put(check_key(key), encode(data), "application/json", IfMatch=etag)
 
     def delete(self, key: str) -> None:
-        from orchestrator.provision.state_backend import _client_errors
 
         try:
             self._s3().delete_object(Bucket=self.bucket, Key=self._key(check_key(key)))
-        except _client_errors() as exc:
+        except state_backend.client_errors() as exc:
             self._fail(exc, "s3:DeleteObject", f"delete {key} in")
 
     def list(self, prefix: str) -> list[str]:
-        from orchestrator.provision.state_backend import _client_errors
 
         base = f"{self.prefix}/" if self.prefix else ""
         keys = []
@@ -363,7 +406,7 @@ class S3Store:
             pages = self._s3().get_paginator("list_objects_v2")
             for page in pages.paginate(Bucket=self.bucket, Prefix=base + check_prefix(prefix)):
                 keys.extend(item["Key"][len(base) :] for item in page.get("Contents") or [])
-        except _client_errors() as exc:
+        except state_backend.client_errors() as exc:
             self._fail(exc, "s3:ListBucket", "list")
         return sorted(keys)
 
@@ -377,31 +420,27 @@ class S3Store:
     # -- helpers
 
     def _s3(self) -> Any:
-        from orchestrator.provision.state_backend import StateLocation, _s3, bucket_region
-
         with self._client_lock:
             if self._client is None:
-                location = StateLocation(self.url, self.bucket, self.prefix)
-                self._client = _s3(bucket_region(location))
+                location = state_backend.StateLocation(self.url, self.bucket, self.prefix)
+                self._client = state_backend.s3_client(state_backend.bucket_region(location))
             return self._client
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _get(self, key: str) -> tuple[bytes, str] | None:
-        from orchestrator.provision.state_backend import _client_errors, _error_code
 
         try:
             response = self._s3().get_object(Bucket=self.bucket, Key=self._key(key))
             return response["Body"].read(), response["ETag"]
-        except _client_errors() as exc:
-            if _error_code(exc) in _MISSING:
+        except state_backend.client_errors() as exc:
+            if state_backend.error_code(exc) in _MISSING:
                 return None
             self._fail(exc, "s3:GetObject", f"read {key} from")
 
     def _put(self, key: str, body: bytes, content_type: str, **condition: str) -> str:
         """PutObject with SSE-S3 and the condition; returns the new ETag."""
-        from orchestrator.provision.state_backend import _client_errors, _error_code
 
         write_id = uuid.uuid4().hex
         try:
@@ -415,8 +454,8 @@ class S3Store:
                 **condition,
             )
             return response["ETag"]
-        except _client_errors() as exc:
-            code = _error_code(exc)
+        except state_backend.client_errors() as exc:
+            code = state_backend.error_code(exc)
             if condition and (code in _CONFLICT or ("IfMatch" in condition and code in _MISSING)):
                 # botocore retries a write whose answer was lost (timeout, 5xx); the retry
                 # then fails its condition against our own first attempt. Our write id on
@@ -436,18 +475,16 @@ class S3Store:
 
     def _landed(self, key: str, write_id: str) -> str | None:
         """The ETag of `key` if its current version is the write `write_id`."""
-        from orchestrator.provision.state_backend import _client_errors
 
         try:
             head = self._s3().head_object(Bucket=self.bucket, Key=self._key(key))
-        except _client_errors():
+        except state_backend.client_errors():
             return None
         return head["ETag"] if head.get("Metadata", {}).get(_WRITE_ID) == write_id else None
 
     def _fail(self, exc: BaseException, permission: str, what: str) -> NoReturn:
-        from orchestrator.provision.state_backend import _error_code
 
-        code = _error_code(exc)
+        code = state_backend.error_code(exc)
         if code in _DENIED:
             raise UsageError(
                 f"cannot use pool store {self.url}: {permission} is denied",

@@ -81,18 +81,18 @@ def custom_endpoint() -> bool:
     return bool(os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3"))
 
 
-def _s3(region: str | None = None) -> Any:
+def s3_client(region: str | None = None) -> Any:
     import boto3  # heavy: only commands that use remote state pay for it
     from botocore.config import Config
 
     style = {"addressing_style": "path"} if custom_endpoint() else {}
     try:
         return boto3.client("s3", region_name=region, config=Config(s3=style))
-    except _client_errors() as exc:  # e.g. AWS_PROFILE naming no profile
+    except client_errors() as exc:  # e.g. AWS_PROFILE naming no profile
         raise OrchError(f"cannot use S3 for remote state: {exc}") from None
 
 
-def _client_errors() -> tuple[type[BaseException], ...]:
+def client_errors() -> tuple[type[BaseException], ...]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     return (ClientError, BotoCoreError)
@@ -100,12 +100,12 @@ def _client_errors() -> tuple[type[BaseException], ...]:
 
 def bucket_region(location: StateLocation) -> str:
     """The bucket's own region: the S3 backend must be told it exactly."""
-    client = _s3(
+    client = s3_client(
         os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     )
     try:
         response = client.head_bucket(Bucket=location.bucket)
-    except _client_errors() as exc:
+    except client_errors() as exc:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
         if code in ("404", "NoSuchBucket"):
             raise UsageError(f"state bucket {location.bucket} does not exist") from None
@@ -136,23 +136,23 @@ def backend_config(location: StateLocation, name: str, region: str) -> dict[str,
 def upload_bundle(location: StateLocation, name: str, region: str, bundle: dict[str, Any]) -> None:
     body = json.dumps({"schema": BUNDLE_SCHEMA, **bundle}, indent=1, sort_keys=True).encode()
     try:
-        _s3(region).put_object(
+        s3_client(region).put_object(
             Bucket=location.bucket,
             Key=location.bundle_key(name),
             Body=body,
             ContentType="application/json",
             ServerSideEncryption="AES256",
         )
-    except _client_errors() as exc:
+    except client_errors() as exc:
         raise OrchError(f"cannot store box {name} in {location.url}: {exc}") from None
 
 
 def download_bundle(location: StateLocation, name: str, region: str) -> dict[str, Any] | None:
     """The stored bundle, or None when the prefix holds no box `name`."""
-    client = _s3(region)
+    client = s3_client(region)
     try:
         response = client.get_object(Bucket=location.bucket, Key=location.bundle_key(name))
-    except _client_errors() as exc:
+    except client_errors() as exc:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
         if code in ("NoSuchKey", "404"):
             return None
@@ -175,17 +175,17 @@ def delete_box_objects(location: StateLocation, name: str, region: str) -> None:
         location.claim_key(name),
     ]
     try:
-        _s3(region).delete_objects(
+        s3_client(region).delete_objects(
             Bucket=location.bucket,
             Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True},
         )
-    except _client_errors() as exc:
+    except client_errors() as exc:
         raise OrchError(
             f"box {name} is destroyed but {location.url} still holds it: {exc}"
         ) from None
 
 
-def _error_code(exc: BaseException) -> str:
+def error_code(exc: BaseException) -> str:
     return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
 
 
@@ -237,10 +237,12 @@ def state_facts(location: StateLocation, name: str, region: str) -> tuple[set[st
     recorded in box `name`'s state, so the bundle's region and cloud can be checked against
     what was really created."""
     try:
-        response = _s3(region).get_object(Bucket=location.bucket, Key=location.state_key(name))
+        response = s3_client(region).get_object(
+            Bucket=location.bucket, Key=location.state_key(name)
+        )
         state = json.loads(response["Body"].read())
-    except _client_errors() as exc:
-        if _error_code(exc) in ("NoSuchKey", "404"):
+    except client_errors() as exc:
+        if error_code(exc) in ("NoSuchKey", "404"):
             return set(), set()
         raise OrchError(f"cannot read the state of box {name} in {location.url}: {exc}") from None
     except ValueError:
@@ -271,7 +273,7 @@ def claim_name(location: StateLocation, name: str, region: str, claim: dict[str,
     """
     body = json.dumps(claim, indent=1, sort_keys=True).encode()
     try:
-        _s3(region).put_object(
+        s3_client(region).put_object(
             Bucket=location.bucket,
             Key=location.claim_key(name),
             Body=body,
@@ -279,8 +281,8 @@ def claim_name(location: StateLocation, name: str, region: str, claim: dict[str,
             ContentType="application/json",
             ServerSideEncryption="AES256",
         )
-    except _client_errors() as exc:
-        if _error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+    except client_errors() as exc:
+        if error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
             holder = read_claim(location, name, region) or {}
             who = ", ".join(
                 f"{k} {holder[k]}" for k in ("owner", "host", "claimed_at") if holder.get(k)
@@ -289,7 +291,7 @@ def claim_name(location: StateLocation, name: str, region: str, claim: dict[str,
                 f"box {name} is already claimed in {location.url}" + (f" ({who})" if who else ""),
                 hint=f"choose another --name, or `orch down {name} --state {location.url}`",
             ) from None
-        if _error_code(exc) in ("AccessDenied", "403"):
+        if error_code(exc) in ("AccessDenied", "403"):
             raise UsageError(
                 f"cannot write to {location.url}: s3:PutObject is denied",
                 hint="see 'Remote state' in docs/provisioning.md for the permissions --state needs",
@@ -299,10 +301,12 @@ def claim_name(location: StateLocation, name: str, region: str, claim: dict[str,
 
 def read_claim(location: StateLocation, name: str, region: str) -> dict[str, Any] | None:
     try:
-        response = _s3(region).get_object(Bucket=location.bucket, Key=location.claim_key(name))
+        response = s3_client(region).get_object(
+            Bucket=location.bucket, Key=location.claim_key(name)
+        )
         data = json.loads(response["Body"].read())
-    except _client_errors() as exc:
-        if _error_code(exc) in ("NoSuchKey", "404"):
+    except client_errors() as exc:
+        if error_code(exc) in ("NoSuchKey", "404"):
             return None
         raise OrchError(f"cannot read the claim of box {name} in {location.url}: {exc}") from None
     except ValueError:
@@ -312,8 +316,8 @@ def read_claim(location: StateLocation, name: str, region: str) -> dict[str, Any
 
 def release_claim(location: StateLocation, name: str, region: str) -> None:
     try:
-        _s3(region).delete_object(Bucket=location.bucket, Key=location.claim_key(name))
-    except _client_errors() as exc:
+        s3_client(region).delete_object(Bucket=location.bucket, Key=location.claim_key(name))
+    except client_errors() as exc:
         raise OrchError(
             f"cannot release the claim of box {name} in {location.url}: {exc}"
         ) from None
@@ -330,7 +334,7 @@ def check_permissions(location: StateLocation, name: str, region: str) -> None:
     """
     import uuid
 
-    client = _s3(region)
+    client = s3_client(region)
     probe = location.key(name, f"orch-probe-{uuid.uuid4().hex}")
     steps = (
         ("s3:ListBucket", lambda: client.list_objects_v2(
@@ -347,8 +351,8 @@ def check_permissions(location: StateLocation, name: str, region: str) -> None:
     for permission, step in steps:
         try:
             step()
-        except _client_errors() as exc:
-            if _error_code(exc) in ("AccessDenied", "403", "AllAccessDisabled"):
+        except client_errors() as exc:
+            if error_code(exc) in ("AccessDenied", "403", "AllAccessDisabled"):
                 raise UsageError(
                     f"--state {location.url}: {permission} is denied under "
                     f"{location.key(name, '')}/; nothing was created",
@@ -360,9 +364,9 @@ def check_permissions(location: StateLocation, name: str, region: str) -> None:
 def lock_info(location: StateLocation, name: str, region: str) -> dict[str, Any] | None:
     """Terraform's lock on box `name`'s state (its JSON: ID, Operation, Who, Created), if held."""
     try:
-        response = _s3(region).get_object(Bucket=location.bucket, Key=location.lock_key(name))
+        response = s3_client(region).get_object(Bucket=location.bucket, Key=location.lock_key(name))
         data = json.loads(response["Body"].read())
-    except _client_errors():
+    except client_errors():
         return None
     except ValueError:
         return {}

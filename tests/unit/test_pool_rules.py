@@ -164,3 +164,59 @@ def test_pool_commands_on_an_unknown_pool(tmp_path, monkeypatch, capsys):
     refused(capsys, "pool", "status", "nonesuch", words=("no pool named 'nonesuch'",))
     refused(capsys, "pool", "lease", "Bad_Name", words=("bad pool name",))
     refused(capsys, "pool", "release", "gpu", "Not-A-Box!", words=("bad box name",))
+
+
+# ------------------------------------------------------------------------------ OSS
+
+
+@pytest.mark.parametrize(
+    ("variable", "endpoint"),
+    [
+        ("AWS_ENDPOINT_URL_S3", "https://s3.oss-cn-hangzhou.aliyuncs.com"),
+        ("AWS_ENDPOINT_URL", "https://oss-cn-beijing.aliyuncs.com"),
+        ("AWS_ENDPOINT_URL_S3", "https://OSS-ap-southeast-1-internal.aliyuncs.com:443/"),
+    ],
+)
+def test_a_pool_on_alibaba_oss_is_refused_before_any_request(
+    tmp_path, monkeypatch, capsys, variable, endpoint
+):
+    """OSS has no If-Match compare-and-swap and refuses path-style requests: a pool record
+    there is refused with one line, exit 2, and nothing is written or even asked."""
+    import socket
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(variable, endpoint)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(name, proxy)  # any request would arrive here
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    store = ("--store", "s3://pool-bucket/pools")
+    words = ("Alibaba OSS", "pools need AWS S3", "conditional writes")
+    refused(capsys, "pool", "create", "gpu", "--plan", plan, "--ssh-cidr", "203.0.113.7/32",
+            *store, words=words)  # fmt: skip
+    for command in ("status", "lease", "reconcile", "delete"):
+        refused(capsys, "pool", command, "gpu", *store, words=words)
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # nobody connected
+    listener.close()
+    home = tmp_path / "home"
+    assert not (home / "pools").exists() and not (home / "boxes").exists()
+
+
+def test_stores_with_conditional_writes_are_not_refused(monkeypatch):
+    from orchestrator.pool.store import S3Store, StoreKind, check_conditional_writes, open_store
+
+    for endpoint in (
+        "http://127.0.0.1:5000",
+        "https://minio.example.com",
+        "https://ecs.aliyuncs.com",
+    ):
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+        check_conditional_writes("s3://b/p")
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
+    store = open_store("s3://pool-bucket/pools")
+    assert isinstance(store, S3Store) and store.kind is StoreKind.S3 and store.kind.shared

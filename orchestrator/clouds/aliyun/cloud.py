@@ -17,10 +17,21 @@ from orchestrator.clouds.base import (
     ImageChoice,
     InstanceState,
     LocalSetup,
+    ObjectStore,
     PriceApi,
     TaggedResource,
 )
 from orchestrator.resources import resource_path
+
+# OSS endpoints: oss-REGION[-internal].aliyuncs.com, its S3-compatible s3.oss-REGION...,
+# the acceleration endpoints oss-accelerate[-overseas].aliyuncs.com, each also as BUCKET.HOST
+# (https://www.alibabacloud.com/help/en/oss/user-guide/regions-and-endpoints).
+_OSS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?oss-[a-z0-9-]+\.aliyuncs\.com")
+# OSS accepts only virtual-hosted-style requests, "for security reasons, not path-style URLs"
+# (https://www.alibabacloud.com/help/en/oss/developer-reference/overview-24), and PutObject has
+# no If-Match compare-and-swap: its one write condition, x-oss-forbid-overwrite, is
+# create-only (https://www.alibabacloud.com/help/en/oss/developer-reference/putobject).
+OSS = ObjectStore("Alibaba OSS", conditional_writes=False, path_style=False)
 
 # The root-module templates live with the renderer (orchestrator/provision/templates/<cloud>).
 _TEMPLATES = Path(__file__).resolve().parents[2] / "provision" / "templates" / "aliyun"
@@ -42,6 +53,9 @@ class AliyunCloud:
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aliyun.toml
+
+    def object_store(self, host: str) -> ObjectStore | None:
+        return OSS if _OSS_HOST.fullmatch(host.lower().rstrip(".")) else None
 
     def image_for(self, instance: Any) -> ImageChoice:
         from orchestrator.clouds.aliyun.images import image_for
