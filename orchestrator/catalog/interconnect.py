@@ -85,11 +85,58 @@ def load_llm_measurements() -> list[LlmMeasurement]:
     return list(_llm()[0])
 
 
+@record
+class SingleGpuRun:
+    """A measured training run on one GPU, with its implementation class (`stack`)."""
+
+    gpu: str
+    stack: str  # "eager" | "optimised" (orchestrator/sizing/stacks.py)
+    precision: str
+    arch: str  # a catalog model or an [arch.*] of the data file
+    seq: int
+    image_size: int | None
+    batch: int
+    grad_checkpointing: bool
+    lora_rank: int
+    quantize: str | None
+    samples_per_s: float
+    source: Source
+    note: str = ""
+
+
+@cache
+def load_single_gpu_runs() -> tuple[SingleGpuRun, ...]:
+    """The [[single_gpu]] rows of llm_throughput.toml."""
+    data = _read("llm_throughput.toml")
+    shared = data.get("sources", {})
+    return tuple(
+        SingleGpuRun(
+            gpu=raw["gpu"],
+            stack=raw["stack"],
+            precision=raw["precision"],
+            arch=raw["arch"],
+            seq=int(raw.get("seq", 512)),
+            image_size=int(raw["image_size"]) if "image_size" in raw else None,
+            batch=int(raw["batch"]),
+            grad_checkpointing=bool(raw.get("grad_checkpointing", False)),
+            lora_rank=int(raw.get("lora_rank", 0)),
+            quantize=raw.get("quantize") or None,
+            samples_per_s=float(raw["samples_per_s"]),
+            source=_source(raw.get("source"), shared, f"llm_throughput.toml single_gpu #{i + 1}"),
+            note=raw.get("note", ""),
+        )
+        for i, raw in enumerate(data.get("single_gpu", []))
+    )
+
+
 def llm_arch_config(name: str) -> dict[str, Any] | None:
-    """An HF-style GPT config for an [arch.*] shape of the data file (None: not one)."""
+    """An HF-style config for an [arch.*] of the data file (None: not one): its `config` table
+    as given, or a GPT config built from an MPT shape (d_model, n_layers, n_heads)."""
     shape = _llm()[1].get(name)
     if shape is None:
         return None
+    if "config" in shape:
+        return dict(shape["config"])
     d = int(shape["d_model"])
     return {
         "model_type": "gpt2",

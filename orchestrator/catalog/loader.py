@@ -62,8 +62,9 @@ def _source(raw: Any, shared: dict[str, Any], where: str) -> Source:
     if not isinstance(raw, dict):
         raise CatalogError(f"{where}: missing source")
     url, date = raw.get("url", ""), str(raw.get("date", ""))
-    if not url or not str(url).startswith(("http://", "https://")):
-        raise CatalogError(f"{where}: source needs an http(s) url")
+    # repo:PATH names a file of this repository: the project's own measurements, kept raw there.
+    if not url or not str(url).startswith(("http://", "https://", "repo:")):
+        raise CatalogError(f"{where}: source needs an http(s) url (or repo:PATH)")
     try:
         _dt.date.fromisoformat(date)
     except ValueError as exc:

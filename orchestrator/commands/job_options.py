@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from orchestrator.commands.option_spec import Option, apply_click_options, refuse_non_finite
-from orchestrator.sizing.job import ATTENTIONS, OPTIMIZERS, PRECISIONS, JobSpec
+from orchestrator.sizing.job import ATTENTIONS, OPTIMIZERS, PRECISIONS, STACKS, JobSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,6 +90,24 @@ SHAPE_OPTIONS = (
         help="Count activations by tracing the model on the meta device (pip install "
         "'orch[trace]'); automatic for families the analytic model does not know.",
     ),
+    Option(
+        ("--grad-accum",),
+        "grad_accum",
+        "int",
+        1,
+        minimum=1,
+        show_default=True,
+        help="Micro-batches per optimizer step (gradient accumulation).",
+    ),
+    Option(
+        ("--stack",),
+        "stack",
+        default="eager",
+        choices=STACKS,
+        show_default=True,
+        help="Implementation the throughput assumes: eager (plain PyTorch, HF Trainer-style) or"
+        " optimised (compiled/fused kernels, as in NVIDIA's and MosaicML's published runs).",
+    ),
     # Overhead and implementation knobs (orchestrator/sizing/overhead.py).
     Option(("--lora-dropout",), "lora_dropout", "float", 0.0, help="LoRA dropout (PEFT)."),
     Option(
@@ -160,6 +178,8 @@ JOB_KEYS = (
     "gpus",
     "zero",
     "lora_rank",
+    "grad_accum",
+    "stack",
     "lora_dropout",
     "fused_ce",
     "activation_offload",

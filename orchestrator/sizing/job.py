@@ -10,6 +10,8 @@ PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-momentum", "adafactor", "adamw-8bit")
 ATTENTIONS = ("eager", "sdpa")
 ZERO_STAGES = (0, 1, 2, 3)
+STACKS = ("eager", "optimised")
+QUANTIZE = ("4bit", "8bit")
 
 
 @record
@@ -43,6 +45,12 @@ class JobSpec:
     fused_ce: bool = False  # fused/chunked cross-entropy: no fp32 logits kept
     activation_offload: bool = False  # saved activations copied to host memory
     lora_dropout: float = 0.0  # > 0 keeps a mask and a dropped copy of each adapter's input
+    # Implementation class the throughput model assumes (orchestrator/sizing/stacks.py).
+    stack: str = "eager"  # "eager" (plain PyTorch, HF Trainer-style) | "optimised"
+    quantize: str | None = None  # "4bit" (NF4) | "8bit" (LLM.int8) frozen base weights
+    # Micro-batches per optimizer step (gradient accumulation): the effective batch is
+    # batch x grad_accum x GPUs.
+    grad_accum: int = 1
 
     def with_gpus(self, gpus: int) -> JobSpec:
         return replace(self, gpus=gpus)

@@ -21,13 +21,21 @@ from orchestrator.sizing.architectures import (
     from_hf_config,
     gpt_from_parameters,
 )
-from orchestrator.sizing.job import ATTENTIONS, OPTIMIZERS, PRECISIONS, ZERO_STAGES, JobSpec
+from orchestrator.sizing.job import (
+    ATTENTIONS,
+    OPTIMIZERS,
+    PRECISIONS,
+    STACKS,
+    ZERO_STAGES,
+    JobSpec,
+)
 
 MAX_SEQ = 1_048_576
 MAX_BATCH = 1_000_000
 MAX_IMAGE = 16_384
 MAX_GPUS = 65_536
 MAX_LORA_RANK = 65_536
+MAX_GRAD_ACCUM = 1_000_000
 MIN_PARAMS_M = 1.0
 MAX_PARAMS_M = 10_000_000.0  # 10 T parameters
 
@@ -59,6 +67,8 @@ def validate_job(job: JobSpec) -> list[str]:
     _choice(job.precision, PRECISIONS, "--precision")
     _choice(job.optimizer, OPTIMIZERS, "--optimizer")
     _choice(job.attention, ATTENTIONS, "--attention")
+    _choice(job.stack, STACKS, "--stack")
+    _bounded(job.grad_accum, "--grad-accum", 1, MAX_GRAD_ACCUM)
     if not 0 <= job.lora_dropout < 1:
         raise UsageError(f"--lora-dropout must be in [0, 1), got {job.lora_dropout!r}")
     if job.cuda_context_gib is not None and not 0 <= job.cuda_context_gib <= 16:

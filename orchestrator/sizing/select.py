@@ -21,7 +21,9 @@ from orchestrator.sizing.input_pipeline import decode_ceiling, decodes_images
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
+from orchestrator.sizing.stacks import extra_seconds
 from orchestrator.sizing.throughput import (
+    HOST_OP_SECONDS,
     Collectives,
     collective_bytes,
     effective_precision,
@@ -156,8 +158,8 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     warnings = [w for w in warnings if w != zero_note]
     samples, assumed = job_samples(job)
     flops = training_flops_per_sample(arch, job)
-    workload = workload_of(arch)
-    shape = shape_of(arch, job)
+    workload = workload_of(arch, stack=job.stack)
+    shape = shape_of(arch, job, job.stack)
     gpus = load_gpus()
     unknown = sorted(set(options.throughput) - set(gpus))
     if unknown:
@@ -203,8 +205,15 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
             collectives=_collectives(instance, memory[count], job),
             batch=job.batch,
             optimizer=job_step(
-                full.trainable_parameters, full.optimizer_bytes, job.precision, job.zero, count
+                full.trainable_parameters,
+                full.optimizer_bytes,
+                job.precision,
+                job.zero,
+                count,
+                job.stack,
+                job.grad_accum,
             ),
+            extra_s=extra_seconds(arch, job, gpu, job.stack, HOST_OP_SECONDS),
         )
         used, precision_note = effective_precision(gpu, job.precision)
         notes = [precision_note] if precision_note else []

@@ -21,6 +21,13 @@ from orchestrator.errors import UsageError
 from orchestrator.records import record
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.stacks import (
+    EAGER_DROPOUT_ATTENTION_RATE,
+    FOREACH_STEP_FACTOR,
+    attention_dropout,
+    extra_seconds,
+    workload_for,
+)
 
 # Which peak-TFLOPS column a job's precision runs on. PyTorch leaves TF32 matmuls off by
 # default (torch.backends.cuda.matmul.allow_tf32 = False since 1.12), so fp32 uses fp32 peak.
@@ -112,12 +119,21 @@ def measurement_step(m: ThroughputMeasurement, arch: Architecture) -> OptimizerS
 
 
 def job_step(
-    trainable: int, state_bytes: float, precision: str, zero: int, count: int
+    trainable: int,
+    state_bytes: float,
+    precision: str,
+    zero: int,
+    count: int,
+    stack: str = "optimised",
+    accumulation: int = 1,
 ) -> OptimizerStep:
-    """A user's job: a fused optimizer step every micro-batch (orch has no gradient-accumulation
-    option). ZeRO 1-3 shard the states, so each of `count` GPUs updates 1/count of them."""
+    """A user's job: an optimizer step every `accumulation` micro-batches, fused on the
+    optimised stack, torch's foreach AdamW (FOREACH_STEP_FACTOR passes) on the eager one.
+    ZeRO 1-3 shard the states, so each of `count` GPUs updates 1/count of them."""
     shards = count if zero >= 1 and count > 1 else 1
-    return OptimizerStep(fused_step_bytes(trainable, precision, state_bytes) / shards)
+    passes = FOREACH_STEP_FACTOR if stack == "eager" else 1.0
+    step = fused_step_bytes(trainable, precision, state_bytes) * passes / shards
+    return OptimizerStep(step, accumulation=max(1, accumulation))
 
 
 @record
@@ -127,9 +143,10 @@ class Shape:
     hidden: int
     tokens: int  # per GPU per micro-batch
     attention: float = 0.0  # share of the step's FLOPs in attention scores and context
+    dropout: bool = False  # eager attention with dropout: runs at EAGER_DROPOUT_ATTENTION_RATE
 
 
-def shape_of(arch: Architecture, job: JobSpec) -> Shape | None:
+def shape_of(arch: Architecture, job: JobSpec, stack: str = "optimised") -> Shape | None:
     if arch.kind == "cnn" or not arch.stacks:
         return None
     from orchestrator.sizing.flops import layer_flops
@@ -143,7 +160,8 @@ def shape_of(arch: Architecture, job: JobSpec) -> Shape | None:
         weights += st.layers * w
         attention += st.layers * a
     share = attention / (weights + attention) if weights + attention else 0.0
-    return Shape(hidden, max(1, job.batch * seq), share)
+    dropout = stack == "eager" and attention_dropout(arch)
+    return Shape(hidden, max(1, job.batch * seq), share, dropout)
 
 
 def shape_factor(
@@ -153,13 +171,15 @@ def shape_factor(
     alpha: float = SHAPE_ALPHA,
     beta: float = SHAPE_BETA,
     attention_rate: float = ATTENTION_RATE,
+    dropout_rate: float = EAGER_DROPOUT_ATTENTION_RATE,
 ) -> float:
     """Utilisation relative to the GPU's e_max for a job of this shape (1 without one)."""
     if shape is None:
         return 1.0
     ratio = gpu.peak_tflops[key] * 1e12 / (gpu.memory_bandwidth_gbps * 1e9)
     roofline = 1.0 / (1.0 + ratio * (alpha / shape.hidden + beta / shape.tokens))
-    return roofline / (1.0 + (1.0 / attention_rate - 1.0) * shape.attention)
+    rate = dropout_rate if shape.dropout else attention_rate
+    return roofline / (1.0 + (1.0 / rate - 1.0) * shape.attention)
 
 
 @record
@@ -187,13 +207,14 @@ def gpu_supports(gpu: Gpu, precision: str) -> bool:
     return not (precision == "bf16" and "bf16" not in gpu.peak_tflops)
 
 
-def workload_of(arch: Architecture, memory_format: str = "") -> str:
+def workload_of(arch: Architecture, memory_format: str = "", stack: str = "optimised") -> str:
     """Convolutional nets reach a much lower share of tensor peak than transformers (their
     layers are bandwidth-bound), so the two are calibrated apart. A CNN run channels-last
     (NHWC) is its own workload: in PyTorch's default NCHW, cuDNN's tensor-core convolutions
-    add layout transposes, and the same GPU trains ResNet-50 about 1.5x slower in AMP."""
+    add layout transposes, and the same GPU trains ResNet-50 about 1.5x slower in AMP.
+    Transformers are calibrated per implementation class (`stack`, sizing/stacks.py)."""
     if arch.kind != "cnn":
-        return "transformer"
+        return workload_for("transformer", stack)
     return "cnn-channels-last" if memory_format == "channels-last" else "cnn"
 
 
@@ -217,7 +238,7 @@ def calibrated_efficiency() -> Calibration:
     """
     import json
 
-    from orchestrator.catalog.interconnect import load_llm_measurements
+    from orchestrator.catalog.interconnect import load_llm_measurements, load_single_gpu_runs
     from orchestrator.catalog.toml_cache import cache_dir, place_tag, write_quietly
 
     # The place tag keeps two installs' tables apart (see toml_cache).
@@ -228,7 +249,7 @@ def calibrated_efficiency() -> Calibration:
         return {(gpu, key, workload): float(value) for gpu, key, workload, value in rows}
     except (OSError, ValueError, TypeError):
         pass  # missing or unreadable: calibrate
-    table = calibrate(load_measurements(), load_llm_measurements())
+    table = calibrate(load_measurements(), load_llm_measurements(), runs=load_single_gpu_runs())
     payload = json.dumps([[*k, v] for k, v in sorted(table.items())]).encode()
     write_quietly(cached, payload, "calibration", place)
     return table
@@ -289,10 +310,12 @@ def measured_utilisations(
     measurements: Iterable[ThroughputMeasurement],
     llm: Iterable[Any] = (),
     host_op: float = HOST_OP_SECONDS,
+    runs: Iterable[Any] = (),
 ) -> list[tuple[str, str, str, Shape | None, float]]:
     """(gpu, peak key, workload, shape, utilisation per GPU at one GPU's scaling) per
     usable measurement, in our own FLOPs convention. A run's optimizer step, where recorded,
-    is taken out of its time first: utilisation is that of the forward and backward."""
+    is taken out of its time first: utilisation is that of the forward and backward.
+    `runs` are single-GPU runs with their stack (catalog/interconnect.py SingleGpuRun)."""
 
     gpus = load_gpus()
     out = []
@@ -322,6 +345,24 @@ def measured_utilisations(
         utilisation = achieved / (gpu.peak_tflops[key] * 1e12)
         scaling = SCALING_NVLINK if m.gpus > 1 else 1.0  # all published runs: NVSwitch
         out.append((gpu.name, key, "transformer", shape, utilisation / scaling))
+    out.extend(_run_utilisations(runs, gpus, host_op))
+    return out
+
+
+def _run_utilisations(runs: Iterable[Any], gpus: dict[str, Gpu], host_op: float) -> list:
+    from orchestrator.sizing.stack_runs import run_terms, run_utilisation
+
+    out = []
+    for m in runs:
+        gpu = gpus.get(m.gpu)
+        key = PEAK_KEY.get(m.precision)
+        if gpu is None or key is None or key not in gpu.peak_tflops:
+            continue
+        utilisation = run_utilisation(m, gpu, key, host_op)
+        if utilisation is None:
+            continue
+        t = run_terms(m)
+        out.append((gpu.name, key, t.workload, shape_of(t.arch, t.job, m.stack), utilisation))
     return out
 
 
@@ -358,12 +399,14 @@ def calibrate(
     beta: float = SHAPE_BETA,
     attention_rate: float = ATTENTION_RATE,
     host_op: float = HOST_OP_SECONDS,
+    runs: Iterable[Any] = (),
+    dropout_rate: float = EAGER_DROPOUT_ATTENTION_RATE,
 ) -> Calibration:
     """Median shape-normalised utilisation (e_max) per (gpu, peak key, workload)."""
     gpus = load_gpus()
     samples: dict[tuple[tuple[Any, ...], str, str], list[float]] = {}
-    for name, key, workload, shape, u in measured_utilisations(measurements, llm, host_op):
-        factor = shape_factor(gpus[name], key, shape, alpha, beta, attention_rate)
+    for name, key, workload, shape, u in measured_utilisations(measurements, llm, host_op, runs):
+        factor = shape_factor(gpus[name], key, shape, alpha, beta, attention_rate, dropout_rate)
         samples.setdefault((_chip(gpus[name]), key, workload), []).append(u / factor)
     # GPUs on the same chip (A100 40 and 80 GB, V100 16 and 32 GB) share one e_max: memory
     # size and bandwidth differences are in the shape factor already.
@@ -507,6 +550,7 @@ def samples_per_second(
     collectives: Collectives | None = None,
     batch: int = 1,
     optimizer: OptimizerStep | None = None,
+    extra_s: float = 0.0,
 ) -> float:
     """Training samples/s for `count` GPUs of one box working data-parallel.
 
@@ -516,14 +560,16 @@ def samples_per_second(
     its compute (with NVSwitch-class sync overhead, SCALING_NVLINK) and its collectives,
     which overlap with compute (FSDP prefetch, DDP bucketing); otherwise a fixed scaling
     by the GPU's link kind applies. `optimizer` (one GPU's step) adds its time per
-    micro-batch of `batch` samples to the compute.
+    micro-batch of `batch` samples to the compute, and `extra_s` (the stack's per-micro-batch
+    extras: eager MoE loops, dequantisation; sizing/stacks.py) its seconds.
     """
     per_gpu = override
     if per_gpu is None:
         rate = gpu_rate(gpu, precision, workload, shape=shape)
         per_gpu = rate.peak_tflops * 1e12 * rate.efficiency / flops_per_sample
-        if optimizer is not None:
-            per_gpu = batch / (batch / per_gpu + optimizer.per_micro_batch(gpu))
+        step = optimizer.per_micro_batch(gpu) if optimizer is not None else 0.0
+        if step or extra_s:
+            per_gpu = batch / (batch / per_gpu + step + extra_s)
     if count <= 1:
         return per_gpu
     if collectives is None:
