@@ -148,7 +148,8 @@ def fit_host_op(cases, alpha=tp.SHAPE_ALPHA, beta=tp.SHAPE_BETA, gamma=tp.ATTENT
     transformer measurements among `cases` (the only ones an optimizer step is recorded for,
     and those sharing a calibration with them)."""
     rows = [
-        (k, m) for k, m in cases
+        (k, m)
+        for k, m in cases
         if k == "single" and (t := tp.measurement_terms(m)) and t[0] == "transformer"
     ]
     best = None
@@ -168,17 +169,20 @@ def held_out_prediction(index: int, refit: bool = False) -> tuple[float, str]:
     cases = _cases()
     kind, m = cases[index]
     rest = cases[:index] + cases[index + 1 :]
-    alpha, beta, gamma = (
-        _fit(rest) if refit else (tp.SHAPE_ALPHA, tp.SHAPE_BETA, tp.ATTENTION_RATE)
-    )
+    alpha, beta, gamma = _fit(rest) if refit else (tp.SHAPE_ALPHA, tp.SHAPE_BETA, tp.ATTENTION_RATE)
     host_op = fit_host_op(rest, alpha, beta, gamma)
     dropout = fit_dropout(rest, alpha, beta, gamma, host_op)
     table = _table(rest, alpha, beta, gamma, host_op, dropout)
     return _predict(kind, m, table, alpha, beta, gamma, host_op, dropout)
 
 
-def fit_dropout(cases, alpha=tp.SHAPE_ALPHA, beta=tp.SHAPE_BETA, gamma=tp.ATTENTION_RATE,
-                host_op=tp.HOST_OP_SECONDS) -> float:
+def fit_dropout(
+    cases,
+    alpha=tp.SHAPE_ALPHA,
+    beta=tp.SHAPE_BETA,
+    gamma=tp.ATTENTION_RATE,
+    host_op=tp.HOST_OP_SECONDS,
+) -> float:
     """Grid fit of EAGER_DROPOUT_ATTENTION_RATE: least squares of the log error over the
     eager runs among `cases` (the rows with attention dropout carry it; the others share the
     eager calibration it shifts)."""
@@ -189,8 +193,10 @@ def fit_dropout(cases, alpha=tp.SHAPE_ALPHA, beta=tp.SHAPE_BETA, gamma=tp.ATTENT
     for dropout in GRID_DROPOUT:
         table = _table(cases, alpha, beta, gamma, host_op, dropout)
         score = sum(
-            math.log(_predict_run(m, table, alpha, beta, gamma, host_op, dropout)[0]
-                     / m.samples_per_s) ** 2
+            math.log(
+                _predict_run(m, table, alpha, beta, gamma, host_op, dropout)[0] / m.samples_per_s
+            )
+            ** 2
             for _, m in rows
         )
         if best is None or score < best[0]:
@@ -234,12 +240,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refit", action="store_true", help="refit the shape constants per round")
     parser.add_argument(
-        "--stack", choices=("eager", "optimised", "all"), default="all",
+        "--stack",
+        choices=("eager", "optimised", "all"),
+        default="all",
         help="score only this stack's rows (every row still calibrates the others)",
     )
     args = parser.parse_args()
-    print(f"{'family':9} {'gpu':10} {'precision':9} {'model':18} {'seq':>6} {'batch':>5} "
-          f"{'measured':>9} {'predicted':>9} {'error':>6}  basis  (samples/s per GPU)")
+    print(
+        f"{'family':9} {'gpu':10} {'precision':9} {'model':18} {'seq':>6} {'batch':>5} "
+        f"{'measured':>9} {'predicted':>9} {'error':>6}  basis  (samples/s per GPU)"
+    )
     by_family: dict[str, list[float]] = {}
     by_stack: dict[str, list[float]] = {}
     for i, (kind, m) in enumerate(_cases()):
@@ -252,20 +262,29 @@ def main() -> None:
         fam = family(kind, m)
         by_family.setdefault(fam, []).append(abs(error))
         by_stack.setdefault(stack, []).append(abs(error))
-        print(f"{fam:9} {m.gpu:10} {precision:9} {job.model:18} {job.seq:6} {job.batch:5} "
-              f"{measured:9.2f} {predicted:9.2f} {error:+6.0%}  {basis}")
-    print(f"\nshape constants: alpha {tp.SHAPE_ALPHA}, beta {tp.SHAPE_BETA}, "
-          f"attention rate {tp.ATTENTION_RATE}"
-          + (" (refitted per round)" if args.refit else ""))
+        print(
+            f"{fam:9} {m.gpu:10} {precision:9} {job.model:18} {job.seq:6} {job.batch:5} "
+            f"{measured:9.2f} {predicted:9.2f} {error:+6.0%}  {basis}"
+        )
+    print(
+        f"\nshape constants: alpha {tp.SHAPE_ALPHA}, beta {tp.SHAPE_BETA}, "
+        f"attention rate {tp.ATTENTION_RATE}" + (" (refitted per round)" if args.refit else "")
+    )
     cases = _cases()
-    print(f"host cost per eager optimizer op: {tp.HOST_OP_SECONDS * 1e6:g} us shipped, "
-          f"{fit_host_op(cases) * 1e6:g} us fitted on all rows (refitted per round)")
-    print(f"eager attention-with-dropout rate: {EAGER_DROPOUT_ATTENTION_RATE:g} shipped, "
-          f"{fit_dropout(cases):g} fitted on all rows (refitted per round)")
+    print(
+        f"host cost per eager optimizer op: {tp.HOST_OP_SECONDS * 1e6:g} us shipped, "
+        f"{fit_host_op(cases) * 1e6:g} us fitted on all rows (refitted per round)"
+    )
+    print(
+        f"eager attention-with-dropout rate: {EAGER_DROPOUT_ATTENTION_RATE:g} shipped, "
+        f"{fit_dropout(cases):g} fitted on all rows (refitted per round)"
+    )
     for name, groups in (("family", by_family), ("stack", by_stack)):
         for fam, errors in groups.items():
-            print(f"{name} {fam:9} {len(errors):3} measurements: LOO median "
-                  f"{statistics.median(errors):.0%}, max {max(errors):.0%}")
+            print(
+                f"{name} {fam:9} {len(errors):3} measurements: LOO median "
+                f"{statistics.median(errors):.0%}, max {max(errors):.0%}"
+            )
 
 
 if __name__ == "__main__":

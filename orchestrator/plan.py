@@ -61,6 +61,8 @@ class Candidate:
     warnings: list[str] = field(default_factory=list)
     precision_used: str = ""  # what the GPU runs: amp-bf16 on T4/V100 runs amp-fp16
     price_verified: bool = True  # False: no dated authoritative source for the price
+    tokens_per_s_per_gpu: float | None = None  # decoder-only jobs
+    mfu: float | None = None  # decoder-only jobs: model FLOPs utilisation (no recompute)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -359,4 +359,3 @@ def clear_cache() -> None:
     """Forget parsed files (for tests that point DATA_DIR elsewhere)."""
     for cached in (_read, load_gpus, _measurements, _all_instances, load_models, _model_index):
         cached.cache_clear()
-

@@ -17,6 +17,7 @@ from orchestrator.sizing.select import (
     rank,
     winners,
 )
+from orchestrator.sizing.stacks import STACK_TEXT
 from orchestrator.textui import fit_bar, gib, table
 
 HELP = """Pick the instance with the lowest cost per job that fits in GPU memory.
@@ -101,6 +102,7 @@ def render_ranking(ranking: Ranking, top: int) -> str:
         f"{job.precision}, {job.optimizer}; {ranking.samples:,} samples{samples_note}"
     )
     rows = best_per_type(ranking.candidates)[:top]
+    llm = any(c.mfu is not None for c in rows)
     # A precision column only when some box runs another precision than asked (amp-bf16 on
     # T4/V100 runs amp-fp16); "$/h" carries a "?" for a price NOT RE-VERIFIED.
     fallback = any(c.precision_used and c.precision_used != job.precision for c in rows)
@@ -114,6 +116,7 @@ def render_ranking(ranking: Ranking, top: int) -> str:
             "market",
             "$/h",
             "samples/s",
+            *(["tok/s/GPU", "MFU"] * llm),
             "hours",
             "job cost",
             "memory per GPU",
@@ -128,7 +131,8 @@ def render_ranking(ranking: Ranking, top: int) -> str:
                 f"{c.gpu_count}x{c.gpu}",
                 c.market,
                 "-" if c.price_per_hour is None else f"{c.price_per_hour:.3f}" + _mark(c),
-                f"{c.samples_per_s:,.1f}",
+                three_figures(c.samples_per_s),
+                *([three_figures(c.tokens_per_s_per_gpu or 0.0), f"{c.mfu or 0:.0%}"] * llm),
                 f"{c.hours:.2f}",
                 "-" if c.cost is None else f"${c.cost:,.2f}",
                 f"{fit_bar(c.memory_fraction)} {c.memory_fraction:4.0%} "
@@ -137,9 +141,12 @@ def render_ranking(ranking: Ranking, top: int) -> str:
             ]
             for i, c in enumerate(rows, 1)
         ],
-        right={0, 6, 7, 8, 9},
+        right={0, 6, 7, 8, 9, *([10, 11] * llm)},
     )
-    lines = [header, "", body]
+    stack = f"throughput assumes {STACK_TEXT[job.stack]}"
+    if job.stack != "optimised":
+        stack += "; --stack optimised for compiled/fused kernels"
+    lines = [header, "", body, stack]
     if any(_mark(c) for c in rows):
         lines.append("? = price NOT RE-VERIFIED: ranked after verified prices")
     lines += ["", why_winner(rows)]
@@ -147,6 +154,13 @@ def render_ranking(ranking: Ranking, top: int) -> str:
         lines.append(ranking.clouds.describe())
     lines += [f"warning: {w}" for w in (*ranking.warnings, *rows[0].warnings)]
     return "\n".join(lines)
+
+
+def three_figures(value: float) -> str:
+    """A rate to three significant figures, with thousands separators: 0.0123, 12.3, 1,230."""
+    if value >= 100:
+        return f"{float(f'{value:.3g}'):,.0f}"
+    return f"{value:#.3g}".rstrip(".")
 
 
 def _mark(c: Candidate) -> str:

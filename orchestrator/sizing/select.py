@@ -14,6 +14,7 @@ from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.records import field, record, replace
+from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.cloud_preference import CloudPreference, cloud_preference
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.images import image_for
@@ -21,10 +22,12 @@ from orchestrator.sizing.input_pipeline import decode_ceiling, decodes_images
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
-from orchestrator.sizing.stacks import extra_seconds
+from orchestrator.sizing.stacks import STACK_TEXT, extra_seconds
 from orchestrator.sizing.throughput import (
     HOST_OP_SECONDS,
+    PEAK_KEY,
     Collectives,
+    Shape,
     collective_bytes,
     effective_precision,
     gpu_supports,
@@ -136,6 +139,13 @@ class Fit:
     hours: float
     precision_used: str = ""
     notes: tuple[str, ...] = ()  # per-instance warnings (precision fallback, input-bound, ...)
+    tokens_per_s_per_gpu: float | None = None  # decoder-only jobs
+    mfu: float | None = None  # decoder-only jobs: model FLOPs utilisation
+
+
+def significant(value: float, digits: int = 3) -> float:
+    """`value` to `digits` significant figures (samples/s and tokens/s as a reader takes them)."""
+    return float(f"{value:.{digits}g}") if value else 0.0
 
 
 def data_bytes(parameters: int, optimizer_bytes: int, dataset_gib: float) -> float:
@@ -157,9 +167,6 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     zero_note = f"--zero {job.zero} with one GPU shards nothing"
     warnings = [w for w in warnings if w != zero_note]
     samples, assumed = job_samples(job)
-    flops = training_flops_per_sample(arch, job)
-    workload = workload_of(arch, stack=job.stack)
-    shape = shape_of(arch, job, job.stack)
     gpus = load_gpus()
     unknown = sorted(set(options.throughput) - set(gpus))
     if unknown:
@@ -171,6 +178,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     # Disk beyond the image: sized once from the unsharded model (see root_volume_gib).
     full = estimate_memory(arch, replace(job, gpus=1, zero=0))
     storage_bytes = data_bytes(full.parameters, full.optimizer_bytes, options.dataset_gib)
+    speed = _JobSpeed.of(arch, job, full)
 
     memory: dict[int, MemoryBreakdown] = {}
     candidates: list[Candidate] = []
@@ -194,27 +202,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
             )
             continue
         measured = options.throughput.get(gpu.name)
-        rate = samples_per_second(
-            flops,
-            gpu,
-            count,
-            job.precision,
-            measured,
-            workload,
-            shape=shape,
-            collectives=_collectives(instance, memory[count], job),
-            batch=job.batch,
-            optimizer=job_step(
-                full.trainable_parameters,
-                full.optimizer_bytes,
-                job.precision,
-                job.zero,
-                count,
-                job.stack,
-                job.grad_accum,
-            ),
-            extra_s=extra_seconds(arch, job, gpu, job.stack, HOST_OP_SECONDS),
-        )
+        rate = speed.samples_per_s(gpu, count, measured, _collectives(instance, memory[count], job))
         used, precision_note = effective_precision(gpu, job.precision)
         notes = [precision_note] if precision_note else []
         if job.zero and count == 1:
@@ -232,7 +220,8 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         if options.deadline_hours is not None and hours > options.deadline_hours:
             rejected.setdefault(instance.name, f"takes {hours:.1f} h, past the deadline")
             continue
-        fit = Fit(memory[count], needed / capacity, rate, hours, used, tuple(notes))
+        tokens, mfu = speed.llm_figures(gpu, used, rate / count)
+        fit = Fit(memory[count], needed / capacity, rate, hours, used, tuple(notes), tokens, mfu)
         candidates.extend(_priced_candidates(instance, gpu, options, fit, storage_bytes))
 
     allow = options.allow_unverified_prices
@@ -251,6 +240,75 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     )
 
 
+@record
+class _JobSpeed:
+    """What the throughput of one job needs, computed once per plan."""
+
+    arch: Architecture
+    job: JobSpec
+    flops: float  # per sample, as the GPU runs it (recompute included)
+    model_flops: float  # per sample without recompute: the MFU convention
+    workload: str
+    shape: Shape | None
+    trainable: int
+    state_bytes: int
+
+    @classmethod
+    def of(cls, arch: Architecture, job: JobSpec, full: MemoryBreakdown) -> _JobSpeed:
+        flops = training_flops_per_sample(arch, job)
+        plain = replace(job, grad_checkpointing=False)
+        model_flops = training_flops_per_sample(arch, plain) if job.grad_checkpointing else flops
+        return cls(
+            arch,
+            job,
+            flops,
+            model_flops,
+            workload_of(arch, stack=job.stack),
+            shape_of(arch, job, job.stack),
+            full.trainable_parameters,
+            full.optimizer_bytes,
+        )
+
+    def samples_per_s(
+        self, gpu: Gpu, count: int, measured: float | None, collectives: Collectives | None
+    ) -> float:
+        job = self.job
+        step = job_step(
+            self.trainable,
+            self.state_bytes,
+            job.precision,
+            job.zero,
+            count,
+            job.stack,
+            job.grad_accum,
+        )
+        return samples_per_second(
+            self.flops,
+            gpu,
+            count,
+            job.precision,
+            measured,
+            self.workload,
+            shape=self.shape,
+            collectives=collectives,
+            batch=job.batch,
+            optimizer=step,
+            extra_s=extra_seconds(self.arch, job, gpu, job.stack, HOST_OP_SECONDS),
+        )
+
+    def llm_figures(
+        self, gpu: Gpu, precision_used: str, per_gpu: float
+    ) -> tuple[float | None, float | None]:
+        """(tokens/s per GPU, MFU) of a decoder-only job; (None, None) for other models.
+        MFU counts the model's FLOPs without checkpointing's recompute, against the dense peak
+        of the precision the GPU runs."""
+        if self.arch.kind != "decoder":
+            return None, None
+        key = PEAK_KEY.get(precision_used, "fp32")
+        peak = gpu.peak_tflops.get(key) or gpu.peak_tflops["fp32"]
+        return per_gpu * self.job.seq, self.model_flops * per_gpu / (peak * 1e12)
+
+
 def _collectives(instance: InstanceType, memory: MemoryBreakdown, job: JobSpec):
     """The box's collectives per micro-batch, when its interconnect is in the catalog."""
     from orchestrator.catalog.interconnect import interconnect_of
@@ -259,7 +317,10 @@ def _collectives(instance: InstanceType, memory: MemoryBreakdown, job: JobSpec):
     if link is None or instance.gpu_count <= 1:
         return None
     moved = collective_bytes(
-        memory.parameters, memory.trainable_parameters, job.zero, job.precision,
+        memory.parameters,
+        memory.trainable_parameters,
+        job.zero,
+        job.precision,
         instance.gpu_count,
     )
     return Collectives(moved, link.busbw_gbps, link.kind)
@@ -303,7 +364,7 @@ def _priced_candidates(
                 gpu_count=instance.gpu_count,
                 gpu_memory_gib=gpu.memory_gib,
                 price_per_hour=price,
-                samples_per_s=round(fit.samples_per_s, 3),
+                samples_per_s=significant(fit.samples_per_s, 6),
                 hours=round(fit.hours, 3),
                 cost=None if price is None else round(price * fit.hours, 2),
                 memory_per_gpu_bytes=fit.memory.total_bytes,
@@ -314,6 +375,10 @@ def _priced_candidates(
                 warnings=warnings,
                 precision_used=fit.precision_used,
                 price_verified=verified,
+                tokens_per_s_per_gpu=None
+                if fit.tokens_per_s_per_gpu is None
+                else significant(fit.tokens_per_s_per_gpu, 6),
+                mfu=None if fit.mfu is None else round(fit.mfu, 3),
             )
 
 
@@ -356,6 +421,10 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
             "parameters": memory.parameters,
             "memory": memory.to_dict()["memory"],
             "assumptions": dict(memory.assumptions or {}),
+            "throughput": {
+                "stack": ranking.job.stack,
+                "implementation": STACK_TEXT[ranking.job.stack],
+            },
         },
         choice=choice,
         alternatives=alternatives,

@@ -136,9 +136,7 @@ def dequant_seconds(arch: Architecture, job: JobSpec, gpu: Gpu) -> float:
     return traffic / (gpu.memory_bandwidth_gbps * 1e9)
 
 
-def extra_seconds(
-    arch: Architecture, job: JobSpec, gpu: Gpu, stack: str, host_op: float
-) -> float:
+def extra_seconds(arch: Architecture, job: JobSpec, gpu: Gpu, stack: str, host_op: float) -> float:
     """What a micro-batch costs beyond its FLOPs and its optimizer step, on this stack."""
     extra = dequant_seconds(arch, job, gpu)
     if stack == "eager":

@@ -25,7 +25,6 @@ from orchestrator.sizing.stacks import (
     EAGER_DROPOUT_ATTENTION_RATE,
     FOREACH_STEP_FACTOR,
     attention_dropout,
-    extra_seconds,
     workload_for,
 )
 
