@@ -262,8 +262,9 @@ def main() -> None:
         fam = family(kind, m)
         by_family.setdefault(fam, []).append(abs(error))
         by_stack.setdefault(stack, []).append(abs(error))
+        seq = job.image_size or job.seq  # a vision run: its image side
         print(
-            f"{fam:9} {m.gpu:10} {precision:9} {job.model:18} {job.image_size or job.seq:6} {job.batch:5} "
+            f"{fam:9} {m.gpu:10} {precision:9} {job.model:18} {seq:6} {job.batch:5} "
             f"{measured:9.2f} {predicted:9.2f} {error:+6.0%}  {basis}"
         )
     print(
