@@ -84,6 +84,11 @@ class SweepReport:
     skipped: dict[str, str] = field(default_factory=dict)  # cloud -> why
 
     @property
+    def nothing_swept(self) -> bool:
+        """No cloud could be asked at all (each was skipped)."""
+        return not self.regions and bool(self.skipped)
+
+    @property
     def failed(self) -> list[BoxGroup]:
         return [g for g in self.groups if g.action == "failed"]
 
@@ -201,35 +206,49 @@ def sweep(
     *,
     dry_run: bool = False,
     now: datetime | None = None,
-    explicit_cloud: bool = True,
     sweepers: dict[str, Cloud] | None = None,
 ) -> SweepReport:
     """Find tagged resources in every (cloud, region) and destroy the expired boxes.
 
-    A cloud without credentials (NoCredentials) is skipped, and reported, unless it was named
-    explicitly. A box whose deletion fails is marked "failed" with its error in the report;
-    nothing is printed here.
+    A cloud without credentials (its `credentials()` finds none, or a listing raises
+    NoCredentials) is skipped and reported in `skipped`, named or not: `orch sweep` says so
+    and exits 1 when no cloud could be swept. A box whose deletion fails is marked "failed"
+    with its error in the report; nothing is printed here.
     """
     now = now or datetime.now(UTC)
     report = SweepReport(now.strftime("%Y-%m-%dT%H:%M:%SZ"), dry_run, {})
     pools: dict[tuple[str, str], dict[str, Any] | None] = {}  # (store, pool) -> record
     for name in cloud_names:
         cloud = (sweepers or {}).get(name) or clouds.get(name)
+        missing = _no_credentials(cloud)
+        if missing:
+            report.skipped[name] = missing
+            continue
         cloud_regions = list(regions) if regions else default_regions(name)
         report.regions[name] = cloud_regions
         for region in cloud_regions:
             try:
                 resources = cloud.list_tagged(region)
             except NoCredentials as exc:
-                if explicit_cloud:
-                    raise
-                report.skipped[name] = exc.one_line()
+                report.skipped[name] = f"no credentials ({exc.one_line()})"
+                report.regions.pop(name, None)
                 break
             for group in group_resources(name, region, resources, now):
                 report.groups.append(group)
                 if _reap(group, now, pools):
                     _destroy_group(cloud, group, dry_run)
     return report
+
+
+def _no_credentials(cloud: Cloud) -> str:
+    """Why `cloud` cannot be swept for lack of credentials ("" when it has some)."""
+    check = getattr(cloud, "credentials", None)
+    if check is None:  # a sweeper without the check: its listing says (NoCredentials)
+        return ""
+    found = check()
+    if found.found:
+        return ""
+    return "no credentials" + (f" ({found.hint})" if found.hint else "")
 
 
 def _reap(

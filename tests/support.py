@@ -131,3 +131,15 @@ ALIYUN_PUBLIC_KEY = (
     "SAOyS4QJlm4JdnJ2VyxH"
     " orch-test"
 )
+
+
+def with_cloud_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials every built-in cloud's chain finds (moto's and the emulator's values), so
+    that `orch up`/`run`'s preflight lets a test reach the code it is about."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "ALIBABA_CLOUD_ACCESS_KEY_ID": "testing",
+        "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "testing",
+    }.items():
+        monkeypatch.setenv(key, value)

@@ -169,6 +169,27 @@ class LocalSetup:
 
 
 @record
+class Credentials:
+    """What the cloud's SDK credential chain resolves on this machine, without an API call
+    (`orch up`/`run` preflight, `orch doctor`, `orch sweep`'s per-cloud skip)."""
+
+    found: bool
+    source: str = ""  # where they come from: "env", "shared-credentials-file", "iam-role", ...
+    problem: str = ""  # why none were found, one line
+    hint: str = ""  # what to set
+
+
+@record
+class VcpuQuota:
+    """An account's vCPU limit for one instance family and market (`orch doctor --online`)."""
+
+    name: str  # the quota's name in the cloud's quota service
+    code: str  # its code there ("L-DB2E81BA" in AWS Service Quotas)
+    limit: float | None  # vCPUs; None when the service does not say
+    source: str = ""  # the API that answered
+
+
+@record
 class ImageChoice:
     """Which image a candidate boots: the plan's `image` query, login user, root volume."""
 
@@ -240,6 +261,8 @@ class Cloud(Protocol):
     # InstanceState`, what the cloud says of an instance now; raises CloudError on API errors.
     # Optional (read with `object_store_at`): `object_store(host) -> ObjectStore | None`, the
     # cloud's object store when `host` (an S3 endpoint's host name) is one of its endpoints.
+    # Optional (read with `vcpu_quota_of`): `vcpu_quota(region, instance_type, spot) ->
+    # VcpuQuota | None`, the account's vCPU limit for the type's family and market (online).
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -277,6 +300,12 @@ class Cloud(Protocol):
 
     def local_setup(self) -> LocalSetup:
         """Credentials and default region configured on this machine (offline: no SDK)."""
+        ...
+
+    def credentials(self) -> Credentials:
+        """Resolve the SDK's credential chain now (environment, files, instance role) without
+        calling an API; never raises for missing credentials. `orch up`/`run` refuse to start
+        Terraform when nothing is found."""
         ...
 
     # -- capacity
@@ -326,6 +355,12 @@ def object_store_at(host: str) -> ObjectStore | None:
         if found is not None:
             return found
     return None
+
+
+def vcpu_quota_of(cloud: Cloud, region: str, instance_type: str, spot: bool) -> VcpuQuota | None:
+    """The cloud's `vcpu_quota(...)` where it has one; None when it has none or cannot tell."""
+    method = getattr(cloud, "vcpu_quota", None)
+    return method(region, instance_type, spot) if method is not None else None
 
 
 def ssh_key_type_of(cloud: Cloud) -> str:

@@ -178,6 +178,9 @@ def up(
     from orchestrator.plan_validate import validate_plan
 
     validate_plan(plan, spot_bid=bid)  # every plan value, before any cloud or network call
+    from orchestrator.provision.preflight import preflight
+
+    plan = preflight(plan, make_say(as_json))  # credentials: exit 2 before any record
     if not cidrs:
         cidrs = [lifecycle.discover_caller_cidr()]
     options = lifecycle.UpOptions(
@@ -257,8 +260,21 @@ def _check(box: Any, quiet: bool, via: str, timeout: float, ssh_config: str | No
     help="No record of the box (here or under --state): nothing to do, exit 0. For CI"
     " clean-up steps after `orch run`, which destroys its box itself.",
 )
+@click.option(
+    "--forget",
+    is_flag=True,
+    help="Remove the local record without Terraform, once the cloud lists nothing tagged with"
+    " the box's name.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --forget: forget it even when the cloud cannot be asked (warns what may remain).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def down(name: str, state_url: str | None, missing_ok: bool, as_json: bool) -> None:
+def down(
+    name: str, state_url: str | None, missing_ok: bool, forget: bool, force: bool, as_json: bool
+) -> None:
     """Destroy box NAME and everything it created (also after a failed or interrupted up).
 
     \b
@@ -266,11 +282,25 @@ def down(name: str, state_url: str | None, missing_ok: bool, as_json: bool) -> N
       orch down exp1
       orch down exp1 --state s3://my-bucket/orch --json
       orch down ci-123 --state s3://my-bucket/orch --missing-ok
+      orch down exp1 --forget            # a record whose box the cloud no longer has
+      orch down exp1 --forget --force    # the cloud cannot be asked (credentials gone)
     """
     from orchestrator.provision import lifecycle
 
+    if force and not forget:
+        raise UsageError("--force goes with --forget (it forgets without asking the cloud)")
+    if forget:
+        _forget(name, state_url, force, as_json)
+        return
+
+    from orchestrator.clouds.base import NoCredentials
+
     try:
         box = lifecycle.down(name, state_url, make_say(as_json), make_progress(as_json))
+    except NoCredentials as exc:
+        raise NoCredentials(
+            f"box {name}: {exc.message}", hint=f"or `orch down {name} --forget --force`"
+        ) from None
     except lifecycle.NoSuchBox as exc:
         if not missing_ok:
             raise
@@ -283,6 +313,18 @@ def down(name: str, state_url: str | None, missing_ok: bool, as_json: bool) -> N
         click.echo(json.dumps({"name": box.name, "state": box.state, "cloud": box.cloud}))
         return
     click.echo(f"box {box.name} destroyed")
+
+
+def _forget(name: str, state_url: str | None, force: bool, as_json: bool) -> None:
+    from orchestrator.provision.forget import forget
+
+    if state_url:
+        raise UsageError("--forget removes a local record; drop --state")
+    box = forget(name, force, lambda text: click.echo(f"orch: warning: {text}", err=True))
+    if as_json:
+        click.echo(json.dumps({"name": box.name, "state": "forgotten", "cloud": box.cloud}))
+        return
+    click.echo(f"box {box.name} forgotten (its record is removed)")
 
 
 def _rows(boxes: list[Any]) -> list[list[str]]:

@@ -233,6 +233,9 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
     validate_plan(plan, spot_bid=bid)
     if options["fallback_on_demand"] and not options["spot_recovery"]:
         raise UsageError("--fallback-on-demand goes with --spot-recovery N")
+    from orchestrator.provision.preflight import preflight
+
+    plan = preflight(plan, make_say(options["as_json"]))  # credentials: exit 2, no record
     if not cidrs:
         cidrs = [lifecycle.discover_caller_cidr()]
     up_options = lifecycle.UpOptions(

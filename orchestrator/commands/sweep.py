@@ -36,7 +36,9 @@ def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
     Boxes are found by their orch:box tag in the cloud itself, so boxes whose local
     state was lost (a cancelled CI job, a deleted runner) are found too. Boxes that are
     not expired, or have no expiry, are left alone. Run it on a schedule.
-    Exit codes: 0 done, 1 some box could not be destroyed, 2 usage.
+    A cloud without credentials is skipped ("aws: skipped: no credentials").
+    Exit codes: 0 done, 1 some box could not be destroyed or no cloud could be swept,
+    2 usage.
 
     \b
     Examples:
@@ -47,16 +49,14 @@ def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
     from orchestrator.sweep import clouds_for
     from orchestrator.sweep import sweep as run_sweep
 
-    report = run_sweep(
-        clouds_for(cloud), list(regions) or None, dry_run=dry_run, explicit_cloud=cloud != "any"
-    )
+    report = run_sweep(clouds_for(cloud), list(regions) or None, dry_run=dry_run)
     for group in report.failed:
         click.echo(f"orch: sweep of {group.box} failed: {group.error}", err=True)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         for skipped, why in report.skipped.items():
-            click.echo(f"skipped {skipped}: {why}")
+            click.echo(f"{skipped}: skipped: {why}")
         for group in report.groups:
             kinds = ", ".join(f"{r.kind} {r.id}" for r in group.resources)
             expiry = group.expires_at or "no expiry"
@@ -65,4 +65,7 @@ def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
         counts = report.counts()
         summary = ", ".join(f"{n} {action}" for action, n in sorted(counts.items())) or "no boxes"
         click.echo(f"{'dry run: ' if dry_run else ''}{summary}")
-    ctx.exit(1 if report.failed else 0)
+    if report.nothing_swept:
+        missing = ", ".join(report.skipped)
+        click.echo(f"orch: error: nothing was swept: no credentials for {missing}", err=True)
+    ctx.exit(1 if report.failed or report.nothing_swept else 0)

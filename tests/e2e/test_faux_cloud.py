@@ -122,11 +122,15 @@ def test_plan_up_status_down_sweep_on_a_cloud_registered_from_tests(env, tmp_pat
 
 
 def test_a_plugin_cloud_without_credentials_and_an_unknown_cloud_are_clear_errors(env):
-    """Named explicitly, a cloud without its "credentials" (NoCredentials) is an error; an
-    unregistered name is a usage error that lists the registered ones, the plugin's too."""
+    """Named explicitly, a cloud without its "credentials" is skipped, said, and exit 1 (nothing
+    was swept); an unregistered name is a usage error that lists the registered ones, the
+    plugin's too."""
     del env[faux.CLOUD_DIR_ENV]
     env["ORCH_CLOUD_PLUGINS"] = faux.PLUGIN
     swept = orch(env, "sweep", "--cloud", "faux", "--region", REGION, "--json")
-    assert swept.returncode == 1 and "no faux cloud configured" in swept.stderr
+    assert swept.returncode == 1 and "nothing was swept: no credentials for faux" in swept.stderr
+    assert json.loads(swept.stdout)["skipped"] == {
+        "faux": f"no credentials (set {faux.CLOUD_DIR_ENV})"
+    }
     bad = orch(env, "plan", "--model", "bert-base", "--cloud", "nimbus")
     assert bad.returncode == 2 and "'faux'" in bad.stderr

@@ -16,7 +16,7 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_directory
-from tests.support import candidate, plan_file, require
+from tests.support import candidate, plan_file, require, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
 
@@ -25,6 +25,7 @@ CIDR = "203.0.113.7/32"
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("ORCH_SSH_CONFIG", raising=False)
+    with_cloud_credentials(monkeypatch)
     return tmp_path / "home"
 
 
@@ -204,16 +205,16 @@ def test_sweep_cloud_any_and_its_old_name_all(capsys, home, monkeypatch, given, 
     import orchestrator.sweep as sweep_module
     from orchestrator import clouds
 
-    calls: list[tuple[list[str], bool]] = []
+    calls: list[list[str]] = []
 
-    def fake_sweep(clouds, regions, *, dry_run, explicit_cloud):
-        calls.append((list(clouds), explicit_cloud))
+    def fake_sweep(clouds, regions, *, dry_run):
+        calls.append(list(clouds))
         return sweep_module.SweepReport(now="2026-12-03T00:00:00Z", dry_run=dry_run, regions={})
 
     monkeypatch.setattr(sweep_module, "sweep", fake_sweep)
     code, _, err = run(capsys, "sweep", *(["--cloud", given] if given else []), "--dry-run")
     assert code == 0, err
-    assert calls == [(list(clouds.names()), False)]
+    assert calls == [list(clouds.names())]
     assert ("orch: warning: --cloud all is deprecated; use --cloud any" in err) == warned
 
 

@@ -35,7 +35,7 @@ from tests.sim.github_api import Token as GitHubToken
 from tests.sim.gitlab_api import GitLabApi
 from tests.sim.gitlab_api import Token as GitLabToken
 from tests.sim.runner_mirror import Mirror, github_runner_tarball, gitlab_runner_binary
-from tests.support import candidate, plan_file, require
+from tests.support import candidate, plan_file, require, with_cloud_credentials
 
 GH = "ghp_goodtoken0123456789"
 GL = "glpat-goodtoken0123456789"
@@ -545,6 +545,7 @@ class Tripwire(AssertionError):
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    with_cloud_credentials(monkeypatch)
     for name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "ORCH_CI_URL"):
         monkeypatch.delenv(name, raising=False)
 

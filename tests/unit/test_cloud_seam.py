@@ -261,19 +261,28 @@ def test_sweep_reports_a_failed_delete_as_a_value(memory, capsys):
     assert capsys.readouterr() == ("", "")
 
 
-def test_sweep_skips_a_cloud_without_credentials_only_when_not_named(memory):
+def test_sweep_skips_a_cloud_without_credentials_named_or_not(memory):
     memory.no_credentials = True
-    report = sweep(["memory"], ["r1"], now=NOW, explicit_cloud=False)
-    assert report.skipped == {"memory": "no memory credentials found"} and report.groups == []
-    with pytest.raises(NoCredentials):
-        sweep(["memory"], ["r1"], now=NOW, explicit_cloud=True)
+    report = sweep(["memory"], ["r1"], now=NOW)
+    assert report.skipped == {"memory": "no credentials (no memory credentials found)"}
+    assert report.groups == [] and report.nothing_swept
     # Any other error is never taken for missing credentials, whatever its message says.
     memory.no_credentials = False
     memory.list_tagged = lambda region, box=None: (_ for _ in ()).throw(  # type: ignore[method-assign]
         base.CloudError("credentials expired for this region")
     )
     with pytest.raises(base.CloudError):
-        sweep(["memory"], ["r1"], now=NOW, explicit_cloud=False)
+        sweep(["memory"], ["r1"], now=NOW)
+
+
+def test_sweep_asks_the_cloud_s_credential_check_before_listing(memory):
+    from orchestrator.clouds.base import Credentials
+
+    memory.credentials = lambda: Credentials(False, problem="none", hint="set MEMORY_KEY")
+    memory.list_tagged = None  # never reached
+    report = sweep(["memory"], ["r1"], now=NOW)
+    assert report.skipped == {"memory": "no credentials (set MEMORY_KEY)"}
+    assert report.nothing_swept and report.regions == {}
 
 
 # ------------------------------------------------------------------------ check --via

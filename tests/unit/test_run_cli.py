@@ -16,7 +16,7 @@ from orchestrator.plan import Plan
 from orchestrator.provision import lifecycle
 from orchestrator.run import session, shell
 from orchestrator.run.spec import RunSpec, parse_env, parse_store, relative_box_path
-from tests.support import candidate, plan_file
+from tests.support import candidate, plan_file, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
 
@@ -28,6 +28,7 @@ class Tripwire(AssertionError):
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    with_cloud_credentials(monkeypatch)
 
     def tripwire(*_args: Any, **_kwargs: Any) -> None:
         raise Tripwire("reached a cloud, Terraform or the box")

@@ -19,7 +19,7 @@ from orchestrator.cli import main
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_directory
 from orchestrator.records import replace
-from tests.support import candidate, plan_file
+from tests.support import candidate, plan_file, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
 
@@ -32,6 +32,7 @@ class Tripwire(AssertionError):
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("ORCH_LOCK_TIMEOUT", raising=False)
+    with_cloud_credentials(monkeypatch)
 
     def tripwire(*_args: Any, **_kwargs: Any) -> None:
         raise Tripwire("reached the cloud")
@@ -130,6 +131,47 @@ def test_the_suite_s_default_candidates_pass(capsys, home, tmp_path, instance_ty
     plan = plan_file(tmp_path, candidate(instance_type))
     with pytest.raises(Tripwire):
         run(capsys, *up_args(plan))
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "variables", "words"),
+    [
+        (AWS, ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), ("no AWS credentials", "AWS")),
+        (
+            ALIYUN,
+            ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
+            ("no Alibaba Cloud credentials", "Aliyun"),
+        ),
+    ],
+)
+def test_up_without_credentials_is_one_line_exit_2_and_no_record(
+    home, tmp_path, instance_type, variables, words
+) -> None:
+    """Issue 23 item 3: the preflight refuses before the lock, the record and Terraform, so
+    `orch down` has nothing stuck to fail on. A subprocess: the Alibaba credentials package
+    reads the environment once, at import."""
+    import os
+    import subprocess
+    import sys
+
+    empty = tmp_path / "no-home"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ALIBABA_CLOUD_"))}
+    env.update(
+        HOME=str(empty),  # no ~/.aws, ~/.aliyun, ~/.alibabacloud
+        AWS_EC2_METADATA_DISABLED="true",  # no instance role to find on a test machine
+        ALIBABA_CLOUD_ECS_METADATA_DISABLED="true",
+    )
+    plan = plan_file(tmp_path, candidate(instance_type))
+    orch = [sys.executable, "-m", "orchestrator"]
+    result = subprocess.run([*orch, *up_args(plan)], env=env, capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("orch: error: "), result.stderr
+    assert all(word in lines[0] for word in (*words, "nothing was created")), lines[0]
+    assert not box_directory("hostile").exists()
+    down = subprocess.run([*orch, "down", "hostile"], env=env, capture_output=True, text=True)
+    assert down.returncode == 2 and "no box named 'hostile'" in down.stderr  # nothing stuck
 
 
 def test_a_refusal_while_rendering_leaves_no_phantom_box(capsys, home, tmp_path, monkeypatch):

@@ -91,6 +91,9 @@ def _default_credentials() -> Any:
     OIDC, then an ECS RAM role."""
     from alibabacloud_credentials.client import Client as CredentialClient
 
+    from orchestrator.clouds.aliyun.credentials import quiet_credentials_log
+
+    quiet_credentials_log()  # its providers log tracebacks; the one line below says it all
     try:
         credential = CredentialClient()
         credential.get_credential()  # fail here, with a clear message, rather than mid-call

@@ -13,6 +13,7 @@ from orchestrator.clouds.base import (
     BOX_TAG,
     AgentTransport,
     BoxRequest,
+    Credentials,
     ErrorKind,
     ImageChoice,
     InstanceState,
@@ -87,6 +88,11 @@ class AliyunCloud:
         from orchestrator.clouds.aliyun.setup import local_setup
 
         return local_setup()
+
+    def credentials(self) -> Credentials:
+        from orchestrator.clouds.aliyun.credentials import credentials
+
+        return credentials()
 
     def runtime_env(self) -> dict[str, str]:
         from orchestrator.clouds.aliyun.terraform import runtime_env

@@ -12,6 +12,7 @@ from typing import Any
 from orchestrator.clouds.base import (
     AgentTransport,
     BoxRequest,
+    Credentials,
     ErrorKind,
     ImageChoice,
     InstanceState,
@@ -69,6 +70,11 @@ class AwsCloud:
         from orchestrator.clouds.aws.setup import local_setup
 
         return local_setup()
+
+    def credentials(self) -> Credentials:
+        from orchestrator.clouds.aws.credentials import credentials
+
+        return credentials()
 
     def runtime_env(self) -> dict[str, str]:
         from orchestrator.clouds.aws.terraform import runtime_env

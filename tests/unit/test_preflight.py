@@ -1,0 +1,142 @@
+"""Issue 23 items 3 and 5: what orch says and does when a cloud has no credentials.
+
+`orch` runs as a subprocess with an environment and HOME that hold no credentials of any
+cloud (the Alibaba credentials package reads the environment once, at import, so an
+in-process run would see an earlier test's values), and with the instance metadata lookups
+of both SDKs turned off: a test machine has no instance role.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ORCH = [sys.executable, "-m", "orchestrator"]
+
+
+@pytest.fixture
+def bare_env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ALIBABA_CLOUD_"))}
+    env.update(
+        HOME=str(home),
+        ORCH_HOME=str(tmp_path / "orch"),
+        AWS_EC2_METADATA_DISABLED="true",
+        ALIBABA_CLOUD_ECS_METADATA_DISABLED="true",
+    )
+    env.pop("ORCH_CLOUD_PLUGINS", None)
+    return env
+
+
+def orch(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ORCH, *argv], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_sweep_without_credentials_skips_each_cloud_and_exits_1(bare_env) -> None:
+    result = orch(bare_env, "sweep", "--region", "us-east-1")
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        "aws: skipped: no credentials (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and"
+        " AWS_SECRET_ACCESS_KEY)",
+        "aliyun: skipped: no credentials (set ALIBABA_CLOUD_ACCESS_KEY_ID and"
+        " ALIBABA_CLOUD_ACCESS_KEY_SECRET)",
+    ], result.stdout
+    assert result.stderr.strip() == "orch: error: nothing was swept: no credentials for aws, aliyun"
+
+
+def test_sweep_of_one_named_cloud_without_credentials_says_so_too(bare_env) -> None:
+    result = orch(bare_env, "sweep", "--cloud", "aliyun", "--region", "cn-hangzhou", "--json")
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr
+
+    report = json.loads(result.stdout)
+    assert list(report["skipped"]) == ["aliyun"] and report["boxes"] == []
+
+
+# ----------------------------------------------------------------------- down --forget
+
+
+def _saved_box(env: dict[str, str], name: str, cloud: str, region: str) -> Path:
+    """A box record in env's ORCH_HOME, as a failed `orch up` leaves it."""
+    code = (
+        "import os, sys; sys.path.insert(0, os.getcwd())\n"
+        "from tests.unit.test_boxes import make_box\n"
+        "from orchestrator.provision.boxes import box_directory\n"
+        f"box = make_box({name!r}, cloud={cloud!r}, region={region!r}, state='failed',"
+        f" directory=box_directory({name!r}))\n"
+        "box.directory.mkdir(parents=True, mode=0o700); box.save()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    return Path(env["ORCH_HOME"]) / "boxes" / name
+
+
+@pytest.fixture
+def faux_env(bare_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    from tests.fixtures.clouds import faux
+
+    (tmp_path / "faux-cloud" / "faux-east-1").mkdir(parents=True)
+    return {
+        **bare_env,
+        "ORCH_CLOUD_PLUGINS": faux.PLUGIN,
+        faux.CLOUD_DIR_ENV: str(tmp_path / "faux-cloud"),
+    }
+
+
+def test_forget_removes_a_record_the_cloud_has_nothing_of(faux_env) -> None:
+    record = _saved_box(faux_env, "stuck", "faux", "faux-east-1")
+    result = orch(faux_env, "down", "stuck", "--forget", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"name": "stuck", "state": "forgotten", "cloud": "faux"}
+    assert not record.exists()
+    again = orch(faux_env, "down", "stuck", "--forget")
+    assert again.returncode == 2 and "no box named 'stuck'" in again.stderr
+
+
+def test_forget_keeps_a_record_whose_box_the_cloud_still_lists(faux_env) -> None:
+    from tests.fixtures.clouds import faux
+
+    record = _saved_box(faux_env, "live", "faux", "faux-east-1")
+    leftover = Path(faux_env[faux.CLOUD_DIR_ENV]) / "faux-east-1" / "i-faux1.json"
+    leftover.write_text(
+        json.dumps({"kind": "instance", "id": "i-faux1", "tags": {"orch:box": "live"}})
+    )
+    result = orch(faux_env, "down", "live", "--forget")
+    assert result.returncode == 1 and record.exists()
+    assert result.stderr.strip().splitlines() == [
+        "orch: error: box live: faux faux-east-1 still lists instance i-faux1; not forgotten"
+        " (`orch down live` destroys it)"
+    ]
+
+
+def test_forget_without_credentials_needs_force_and_then_names_what_may_remain(bare_env) -> None:
+    record = _saved_box(bare_env, "orphan", "aws", "us-east-1")
+    refused = orch(bare_env, "down", "orphan", "--forget")
+    assert refused.returncode == 1 and record.exists()
+    assert "cannot ask aws whether box orphan left anything" in refused.stderr
+    assert "--force" in refused.stderr and "Traceback" not in refused.stderr
+    forced = orch(bare_env, "down", "orphan", "--forget", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert not record.exists()
+    [warning] = forced.stderr.strip().splitlines()
+    assert warning.startswith("orch: warning: forgetting box orphan without asking aws")
+    assert "may remain: i-0abc in aws us-east-1" in warning
+    # --force alone would skip the destroy: it is refused.
+    alone = orch(bare_env, "down", "orphan", "--force")
+    assert alone.returncode == 2 and "--force goes with --forget" in alone.stderr
+
+
+def test_down_without_credentials_points_at_forget(bare_env) -> None:
+    record = _saved_box(bare_env, "failed1", "aws", "us-east-1")
+    (record / "main.tf").write_text("terraform {}\n")  # Terraform ran: down asks the cloud
+    result = orch(bare_env, "down", "failed1")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()[-1:]
+    assert "no AWS credentials found" in line and "orch down failed1 --forget --force" in line
