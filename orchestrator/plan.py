@@ -8,7 +8,9 @@ plan.json is a stable, versioned contract (`schema`), readable by CI tools:
   "job": {... JobSpec fields ...},
   "estimate": {"parameters": 335141888, "memory": {"parameters_bytes": ..., "total_bytes": ...}},
   "choice": Candidate,            # the winner
-  "alternatives": [Candidate...]  # next-best, in rank order: `orch up` fails over to these
+  "alternatives": [Candidate...], # next-best, in rank order: `orch up` fails over to these
+  "cheaper_if": [{"flags": "--grad-checkpointing", "instance_type": ..., "cost": ...,
+                  "saving": 0.4, ...}]   # only when a memory lever would cost less
 }
 
 Candidate (one row of the ranking):
@@ -91,6 +93,8 @@ class Plan:
     schema: str = SCHEMA
     # Which clouds `plan` considered and how it ranked them (informational; `up` ignores it).
     clouds: list[dict[str, Any]] = field(default_factory=list)
+    # "Cheaper if": memory levers whose plan would cost less (sizing/levers.py; informational).
+    cheaper_if: list[dict[str, Any]] = field(default_factory=list)
 
     def candidates(self) -> list[Candidate]:
         """The winner then the alternatives: the failover order for `orch up`."""
@@ -105,6 +109,7 @@ class Plan:
             "choice": self.choice.to_dict(),
             "alternatives": [c.to_dict() for c in self.alternatives],
             **({"clouds": self.clouds} if self.clouds else {}),
+            **({"cheaper_if": self.cheaper_if} if self.cheaper_if else {}),
         }
 
     @classmethod

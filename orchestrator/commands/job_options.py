@@ -14,7 +14,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from orchestrator.commands.option_spec import Option, apply_click_options, refuse_non_finite
-from orchestrator.sizing.job import ATTENTIONS, OPTIMIZERS, PRECISIONS, STACKS, JobSpec
+from orchestrator.sizing.job import (
+    ATTENTIONS,
+    OPTIMIZERS,
+    PRECISIONS,
+    QUANTIZE,
+    STACKS,
+    JobSpec,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -89,6 +96,13 @@ SHAPE_OPTIONS = (
         "flag",
         help="Count activations by tracing the model on the meta device (pip install "
         "'orch[trace]'); automatic for families the analytic model does not know.",
+    ),
+    Option(
+        ("--quantize",),
+        "quantize",
+        choices=QUANTIZE,
+        help="Frozen base weights quantised (QLoRA, with --lora-rank): 4bit NF4 or 8bit"
+        " LLM.int8 (bitsandbytes).",
     ),
     Option(
         ("--grad-accum",),
@@ -178,6 +192,7 @@ JOB_KEYS = (
     "gpus",
     "zero",
     "lora_rank",
+    "quantize",
     "grad_accum",
     "stack",
     "lora_dropout",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.commands.job_options import JOB_OPTIONS, job_from_options
@@ -10,6 +11,7 @@ from orchestrator.commands.option_spec import Option, QuickCommand
 from orchestrator.commands.selection_options import SELECTION_OPTIONS, selection_from_options
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, write_plan
+from orchestrator.sizing.levers import Lever, cheaper_if
 from orchestrator.sizing.select import (
     Ranking,
     nothing_fits_message,
@@ -66,12 +68,14 @@ def run_plan(
     if not winners(ranking, options):
         raise UsageError(nothing_fits_message(job, options, ranking))
     result = plan_from_ranking(ranking, options)
+    levers = cheaper_if(job, options, ranking)
+    result.cheaper_if = [lever.to_dict() for lever in levers]
     if output:
         write_plan(result, output)
     if as_json:
         print(json.dumps(result.to_dict(), indent=2))
         return
-    print(render_ranking(ranking, top))
+    print(render_ranking(ranking, top, levers))
     if output:
         print(f"Wrote {output}: `orch up --plan {output} --name NAME` creates the box.")
 
@@ -93,7 +97,7 @@ def best_per_type(candidates: list[Candidate]) -> list[Candidate]:
     return rows
 
 
-def render_ranking(ranking: Ranking, top: int) -> str:
+def render_ranking(ranking: Ranking, top: int, levers: Sequence[Lever] = ()) -> str:
     job = ranking.job
     samples_note = " (assumed: set --samples or --epochs/--dataset-size)" * ranking.samples_assumed
     header = (
@@ -150,6 +154,7 @@ def render_ranking(ranking: Ranking, top: int) -> str:
     if any(_mark(c) for c in rows):
         lines.append("? = price NOT RE-VERIFIED: ranked after verified prices")
     lines += ["", why_winner(rows)]
+    lines += [f"cheaper if {lever.describe()}" for lever in levers]
     if ranking.clouds is not None:
         lines.append(ranking.clouds.describe())
     lines += [f"warning: {w}" for w in (*ranking.warnings, *rows[0].warnings)]

@@ -25,6 +25,7 @@ from orchestrator.sizing.job import (
     ATTENTIONS,
     OPTIMIZERS,
     PRECISIONS,
+    QUANTIZE,
     STACKS,
     ZERO_STAGES,
     JobSpec,
@@ -68,6 +69,10 @@ def validate_job(job: JobSpec) -> list[str]:
     _choice(job.optimizer, OPTIMIZERS, "--optimizer")
     _choice(job.attention, ATTENTIONS, "--attention")
     _choice(job.stack, STACKS, "--stack")
+    if job.quantize is not None:
+        _choice(job.quantize, QUANTIZE, "--quantize")
+        if not job.lora_rank:
+            raise UsageError("--quantize needs --lora-rank: quantised base weights stay frozen")
     _bounded(job.grad_accum, "--grad-accum", 1, MAX_GRAD_ACCUM)
     if not 0 <= job.lora_dropout < 1:
         raise UsageError(f"--lora-dropout must be in [0, 1), got {job.lora_dropout!r}")

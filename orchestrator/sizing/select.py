@@ -76,6 +76,9 @@ class Ranking:
     rejected: dict[str, str]  # instance type -> reason (the first one seen)
     warnings: list[str]
     clouds: CloudPreference | None = None  # which clouds were considered, and how ranked
+    # The cheapest job cost among boxes ruled out by memory alone, had the job fitted there
+    # (None: none): a memory lever (sizing/levers.py) can only help when it beats the winner.
+    memory_blocked_cost: float | None = None
 
 
 def job_samples(job: JobSpec) -> tuple[int, bool]:
@@ -168,12 +171,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     warnings = [w for w in warnings if w != zero_note]
     samples, assumed = job_samples(job)
     gpus = load_gpus()
-    unknown = sorted(set(options.throughput) - set(gpus))
-    if unknown:
-        raise UsageError(
-            f"unknown GPU {unknown[0]!r} in --throughput",
-            hint=f"known: {', '.join(sorted(gpus))}",
-        )
+    _check_throughput_gpus(options, gpus)
 
     # Disk beyond the image: sized once from the unsharded model (see root_volume_gib).
     full = estimate_memory(arch, replace(job, gpus=1, zero=0))
@@ -183,6 +181,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     memory: dict[int, MemoryBreakdown] = {}
     candidates: list[Candidate] = []
     rejected: dict[str, str] = {}
+    blocked: float | None = None
     for instance in _instances(options):
         if options.gpus is not None and instance.gpu_count != options.gpus:
             continue
@@ -200,6 +199,10 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
                 instance.name,
                 f"needs {needed / GIB:.1f} GiB per GPU, {gpu.name} has {gpu.memory_gib:g} GiB",
             )
+            rate = speed.samples_per_s(gpu, count, None, _collectives(instance, memory[count], job))
+            cost = _cheapest_cost(instance, options, samples / rate / 3600 + SETUP_HOURS)
+            if cost is not None and (blocked is None or cost < blocked):
+                blocked = cost
             continue
         measured = options.throughput.get(gpu.name)
         rate = speed.samples_per_s(gpu, count, measured, _collectives(instance, memory[count], job))
@@ -208,14 +211,8 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         if job.zero and count == 1:
             notes.append(zero_note)
         if measured is None and decodes_images(arch.kind):
-            ceiling = decode_ceiling(instance.vcpus)
-            if rate > ceiling:
-                notes.append(
-                    f"input-bound: JPEG decode + augmentation on {instance.vcpus} vCPUs feeds"
-                    f" about {ceiling:,.0f} images/s, below the GPUs' {rate:,.0f}; planned at"
-                    f" {ceiling:,.0f} (measured? --throughput {gpu.name}=IMAGES_PER_S)"
-                )
-                rate = ceiling
+            rate, input_note = _input_bound(instance, gpu, rate)
+            notes += [input_note] if input_note else []
         hours = samples / rate / 3600 + SETUP_HOURS
         if options.deadline_hours is not None and hours > options.deadline_hours:
             rejected.setdefault(instance.name, f"takes {hours:.1f} h, past the deadline")
@@ -237,7 +234,43 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         rejected=rejected,
         warnings=warnings,
         clouds=preference,
+        memory_blocked_cost=blocked,
     )
+
+
+def _check_throughput_gpus(options: PlanOptions, gpus: dict[str, Gpu]) -> None:
+    unknown = sorted(set(options.throughput) - set(gpus))
+    if unknown:
+        raise UsageError(
+            f"unknown GPU {unknown[0]!r} in --throughput",
+            hint=f"known: {', '.join(sorted(gpus))}",
+        )
+
+
+def _input_bound(instance: InstanceType, gpu: Gpu, rate: float) -> tuple[float, str]:
+    """An image job's rate capped by the vCPUs' JPEG decoding, and the note saying so."""
+    ceiling = decode_ceiling(instance.vcpus)
+    if rate <= ceiling:
+        return rate, ""
+    return ceiling, (
+        f"input-bound: JPEG decode + augmentation on {instance.vcpus} vCPUs feeds"
+        f" about {ceiling:,.0f} images/s, below the GPUs' {rate:,.0f}; planned at"
+        f" {ceiling:,.0f} (measured? --throughput {gpu.name}=IMAGES_PER_S)"
+    )
+
+
+def _cheapest_cost(instance: InstanceType, options: PlanOptions, hours: float) -> float | None:
+    """The lowest job cost of `instance` over the regions and markets a plan would consider."""
+    regions = [options.region] if options.region else list(instance.prices)
+    costs = [
+        price * hours
+        for region in regions
+        for spot in _markets(options)
+        if (price := instance.price(region, spot=spot)) is not None
+        and (options.max_price is None or price <= options.max_price)
+        and (instance.price_verified(region) or options.allow_unverified_prices)
+    ]
+    return min(costs, default=None)
 
 
 @record
@@ -433,16 +466,6 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
     )
 
 
-# What to try, in order, when nothing fits: each is (flag text, change to the job).
-_REMEDIES: tuple[tuple[str, dict[str, object]], ...] = (
-    ("--grad-checkpointing", {"grad_checkpointing": True}),
-    ("--zero 3", {"zero": 3}),
-    ("--zero 3 --grad-checkpointing", {"zero": 3, "grad_checkpointing": True}),
-    ("--lora-rank 16", {"lora_rank": 16}),
-    ("--lora-rank 16 --grad-checkpointing", {"lora_rank": 16, "grad_checkpointing": True}),
-)
-
-
 def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -> str:
     """One line: why nothing fits, and the smallest change that would make something fit."""
     if any(c.cost is not None for c in ranking.candidates):
@@ -475,16 +498,9 @@ def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -
     nodes = multi_node_hint(job, options)
     if nodes:
         head += f"; {nodes}"
-    suggestions = []
-    for flags, change in _REMEDIES:
-        if all(getattr(job, k) == v for k, v in change.items()):
-            continue
-        trial = replace(job, **change)  # type: ignore[arg-type]
-        trial_rank = rank(trial, options)
-        if trial_rank.candidates:
-            suggestions.append(f"{flags} (fits {trial_rank.candidates[0].instance_type})")
-        if len(suggestions) == 2:
-            break
+    from orchestrator.sizing.levers import cheaper_if
+
+    suggestions = [lever.describe() for lever in cheaper_if(job, options, ranking)]
     if suggestions:
         return f"{head}; would fit with {' or '.join(suggestions)}"
     return f"{head}; try a smaller --batch or --seq, or more GPUs with --zero 3"

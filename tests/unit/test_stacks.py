@@ -168,3 +168,10 @@ def test_samples_per_second_has_three_significant_figures_in_the_table() -> None
     assert three_figures(5.0) == "5.00"
     assert three_figures(1234.5) == "1,230"
     assert three_figures(118.44) == "118"
+
+
+def test_quantize_needs_lora_and_a_known_mode() -> None:
+    with pytest.raises(UsageError, match="--quantize needs --lora-rank"):
+        plan_job(JobSpec(model="mistral-7b", quantize="4bit"))
+    with pytest.raises(UsageError, match="--quantize"):
+        plan_job(JobSpec(model="mistral-7b", quantize="3bit", lora_rank=16))
