@@ -1,8 +1,9 @@
 """Options shared by `orch estimate`, `orch plan`, `orch up` and `orch run`: the model and the
 job's shape, declared as `Option` records (commands/option_spec.py).
 
-`JOB_OPTIONS` are the model source, job shape and run length (--samples, --epochs,
---dataset-size); `SHAPE_OPTIONS` leave the run length out (for `orch estimate`).
+`JOB_OPTIONS` are the model source, job shape, how it runs (--grad-accum, --stack) and run
+length (--samples, --epochs, --dataset-size); `SHAPE_OPTIONS` leave those out (for
+`orch estimate`).
 `job_options` / `job_shape_options` add them to a click command.
 `job_from_options(**kwargs)` turns the parsed values into a JobSpec; model-dependent checks
 happen in `orchestrator.sizing.resolve.resolve_architecture`.
@@ -104,24 +105,6 @@ SHAPE_OPTIONS = (
         help="Frozen base weights quantised (QLoRA, with --lora-rank): 4bit NF4 or 8bit"
         " LLM.int8 (bitsandbytes).",
     ),
-    Option(
-        ("--grad-accum",),
-        "grad_accum",
-        "int",
-        1,
-        minimum=1,
-        show_default=True,
-        help="Micro-batches per optimizer step (gradient accumulation).",
-    ),
-    Option(
-        ("--stack",),
-        "stack",
-        default="eager",
-        choices=STACKS,
-        show_default=True,
-        help="Implementation the throughput assumes: eager (plain PyTorch, HF Trainer-style) or"
-        " optimised (compiled/fused kernels, as in NVIDIA's and MosaicML's published runs).",
-    ),
     # Overhead and implementation knobs (orchestrator/sizing/overhead.py).
     Option(("--lora-dropout",), "lora_dropout", "float", 0.0, help="LoRA dropout (PEFT)."),
     Option(
@@ -146,6 +129,25 @@ SHAPE_OPTIONS = (
 )
 
 RUN_OPTIONS = (
+    # Throughput only (not the memory estimate): how the job is run.
+    Option(
+        ("--grad-accum",),
+        "grad_accum",
+        "int",
+        1,
+        minimum=1,
+        show_default=True,
+        help="Micro-batches per optimizer step (gradient accumulation).",
+    ),
+    Option(
+        ("--stack",),
+        "stack",
+        default="eager",
+        choices=STACKS,
+        show_default=True,
+        help="Implementation the throughput assumes: eager (plain PyTorch, HF Trainer-style) or"
+        " optimised (compiled/fused kernels, as in NVIDIA's and MosaicML's published runs).",
+    ),
     Option(("--samples",), "samples", "int", minimum=1, help="Training samples in the whole job."),
     Option(
         ("--epochs",),
