@@ -63,6 +63,7 @@ class Candidate:
     warnings: list[str] = field(default_factory=list)
     precision_used: str = ""  # what the GPU runs: amp-bf16 on T4/V100 runs amp-fp16
     price_verified: bool = True  # False: no dated authoritative source for the price
+    price_date: str = ""  # when the price's source was read (catalog or `catalog refresh`)
     tokens_per_s_per_gpu: float | None = None  # decoder-only jobs
     mfu: float | None = None  # decoder-only jobs: model FLOPs utilisation (no recompute)
 

@@ -142,10 +142,10 @@ def instances_command(
         raise UsageError(f"no prices for region {region!r}", hint=f"regions with prices: {known}")
     gpus = load_gpus()
     if gpu_name is not None:
-        wanted = gpu_name.lower()
-        if wanted not in {name.lower() for name in gpus}:
-            raise UsageError(f"unknown GPU {gpu_name!r}", hint=f"known: {', '.join(gpus)}")
-        instances = [row for row in instances if row.gpu.lower() == wanted]
+        from orchestrator.catalog.gpu_names import resolve_gpu
+
+        wanted = resolve_gpu(gpu_name, gpus)  # H100 -> H100-80GB; ambiguous or unknown: exit 2
+        instances = [row for row in instances if row.gpu == wanted]
 
     headers = ["CLOUD", "TYPE", "GPUS", "GPU MEM", "VCPU", "RAM", "$/H", "REGION", "NOTE"]
     rows, payload = [], []

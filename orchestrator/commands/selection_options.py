@@ -38,6 +38,7 @@ SELECTION_KEYS = (
     "throughput",
     "dataset_gib",
     "instance_type",
+    "gpu",
     "allow_unverified_prices",
 )
 
@@ -95,10 +96,17 @@ SELECTION_OPTIONS = (
         help="Cost only this instance type (e.g. g5.12xlarge), in each region it is priced.",
     ),
     Option(
+        ("--gpu",),
+        "gpu",
+        metavar="NAME",
+        help="Only boxes with this GPU (H100 matches H100-80GB; see `orch catalog gpus`).",
+    ),
+    Option(
         ("--allow-unverified-prices",),
         "allow_unverified_prices",
         "flag",
-        help="Let prices marked NOT RE-VERIFIED (no dated source) win; default: ranked last.",
+        help="Let prices marked NOT RE-VERIFIED (no dated source) win under --cloud any;"
+        " default: ranked last (a named --cloud ranks its boxes anyway, with a warning).",
     ),
 )
 
@@ -134,6 +142,12 @@ def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
         if not sep or rate <= 0:
             raise UsageError(f"--throughput expects GPU=SAMPLES_PER_S, got {value!r}")
         result[name.strip()] = rate
+    if result:
+        from orchestrator.catalog import load_gpus
+        from orchestrator.catalog.gpu_names import resolve_gpu
+
+        known = load_gpus()
+        result = {resolve_gpu(name, known, "--throughput"): rate for name, rate in result.items()}
     return result
 
 
@@ -145,6 +159,12 @@ def selection_from_options(job: JobSpec, gpus_given: bool, **kwargs: Any) -> Pla
     if max_price is not None and max_price <= 0:
         raise UsageError("--max-price must be positive")
     deadline = kwargs.get("deadline")
+    gpu = kwargs.get("gpu")
+    if gpu is not None:
+        from orchestrator.catalog import load_gpus
+        from orchestrator.catalog.gpu_names import resolve_gpu
+
+        gpu = resolve_gpu(gpu, load_gpus())
     return PlanOptions(
         cloud=kwargs.get("cloud") or "any",
         region=kwargs.get("region"),
@@ -156,5 +176,6 @@ def selection_from_options(job: JobSpec, gpus_given: bool, **kwargs: Any) -> Pla
         throughput=parse_throughput(tuple(kwargs.get("throughput") or ())),
         dataset_gib=kwargs.get("dataset_gib") or 0.0,
         instance_type=kwargs.get("instance_type") or None,
+        gpu=gpu,
         allow_unverified_prices=bool(kwargs.get("allow_unverified_prices")),
     )

@@ -22,6 +22,7 @@ from orchestrator.sizing.input_pipeline import decode_ceiling, decodes_images
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.resolve import resolve_architecture
+from orchestrator.sizing.run_length import DEFAULT_SAMPLES, job_samples
 from orchestrator.sizing.stacks import STACK_TEXT, extra_seconds
 from orchestrator.sizing.throughput import (
     HOST_OP_SECONDS,
@@ -37,11 +38,12 @@ from orchestrator.sizing.throughput import (
     workload_of,
 )
 
-DEFAULT_SAMPLES = 100_000  # when neither --samples nor --epochs/--dataset-size is given
 DEFAULT_HEADROOM = 0.90  # estimated peak must stay within 90 % of GPU memory
 UNDERUSED_FRACTION = 0.5  # warn when a box would be less than half used
 # Boot, driver check and data staging are paid for but train nothing: ~10 minutes a box.
 SETUP_HOURS = 1 / 6
+MAX_JOB_HOURS = 24 * 365  # a box that needs longer than a year is not a plan
+__all__ = ["DEFAULT_SAMPLES", "job_samples"]  # re-exported: sizing/run_length.py has them
 GIB = 1024**3
 
 
@@ -53,6 +55,7 @@ class PlanOptions:
     max_price: float | None = None  # USD per hour for the whole instance
     deadline_hours: float | None = None
     gpus: int | None = None  # only instances with exactly this many GPUs
+    gpu: str | None = None  # only instances with this GPU (a catalog name: --gpu H100 resolved)
     headroom: float = DEFAULT_HEADROOM
     throughput: dict[str, float] = field(default_factory=dict)  # GPU name -> samples/s per GPU
     dataset_gib: float = 0.0
@@ -81,15 +84,6 @@ class Ranking:
     memory_blocked_cost: float | None = None
 
 
-def job_samples(job: JobSpec) -> tuple[int, bool]:
-    """Total training samples for the job and whether the default was assumed."""
-    if job.samples is not None:
-        return job.samples, False
-    if job.epochs is not None and job.dataset_size is not None:
-        return max(1, math.ceil(job.epochs * job.dataset_size)), False
-    return DEFAULT_SAMPLES, True
-
-
 def _clouds(options: PlanOptions) -> tuple[str, ...]:
     check_name(options.cloud, extra=("any",))
     return names() if options.cloud == "any" else (options.cloud,)
@@ -104,7 +98,35 @@ def _instances(options: PlanOptions) -> list[InstanceType]:
         instances = [i for i in instances if options.region in i.prices]
         if not instances:
             raise UsageError(f"no priced instance types in region {options.region!r}")
+    if options.gpu is not None:
+        instances = [i for i in instances if i.gpu == options.gpu]
+        if not instances:
+            where = f" in {options.region}" if options.region else ""
+            raise UsageError(f"--gpu {options.gpu}: no instance type{where} has this GPU")
+    _check_gpu_count(instances, options)
     return instances
+
+
+def _check_gpu_count(instances: list[InstanceType], options: PlanOptions) -> None:
+    """--gpus N that no considered box has: say so, with the counts there are."""
+    counts = sorted({i.gpu_count for i in instances})
+    if options.gpus is None or options.gpus in counts:
+        return
+    narrowed = " ".join(
+        f"{flag} {value}"
+        for flag, value in (
+            ("--cloud", None if options.cloud == "any" else options.cloud),
+            ("--region", options.region),
+            ("--gpu", options.gpu),
+            ("--instance-type", options.instance_type),
+        )
+        if value
+    )
+    where = f" with {narrowed}" if narrowed else ""
+    raise UsageError(
+        f"--gpus {options.gpus}: no box{where} has {options.gpus} GPUs;"
+        f" the GPU counts there are {', '.join(map(str, counts))}"
+    )
 
 
 def _named_instance(clouds: Iterable[str], name: str) -> InstanceType:
@@ -216,6 +238,9 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         hours = samples / rate / 3600 + SETUP_HOURS
         if options.deadline_hours is not None and hours > options.deadline_hours:
             rejected.setdefault(instance.name, f"takes {hours:.1f} h, past the deadline")
+            continue
+        if hours > MAX_JOB_HOURS:
+            rejected.setdefault(instance.name, f"takes {hours:,.0f} h, more than a year")
             continue
         tokens, mfu = speed.llm_figures(gpu, used, rate / count)
         fit = Fit(memory[count], needed / capacity, rate, hours, used, tuple(notes), tokens, mfu)
@@ -380,9 +405,11 @@ def _priced_candidates(
             warnings += fit.notes
             verified = price is None or instance.price_verified(region)
             if not verified:
+                source = instance.price_source
                 warnings.append(
                     f"price of {instance.name} in {region} is NOT RE-VERIFIED (no dated"
-                    f" authoritative source): `orch catalog refresh --cloud {instance.cloud}`"
+                    f" authoritative source; from {source.url}, read {source.date}):"
+                    f" `orch catalog refresh --cloud {instance.cloud}`"
                 )
             if fit.fraction < UNDERUSED_FRACTION:
                 warnings.append(
@@ -408,6 +435,7 @@ def _priced_candidates(
                 warnings=warnings,
                 precision_used=fit.precision_used,
                 price_verified=verified,
+                price_date=instance.price_source.date,
                 tokens_per_s_per_gpu=None
                 if fit.tokens_per_s_per_gpu is None
                 else significant(fit.tokens_per_s_per_gpu, 6),
@@ -424,13 +452,16 @@ def _rank_key(
     return (c.cost is None, unverified, c.cost or 0.0, c.hours, c.instance_type, c.region)
 
 
+def unverified_allowed(options: PlanOptions) -> bool:
+    """Unverified prices may win: allowed explicitly, or the user named one cloud (its boxes
+    are ranked whatever their prices' source; under `--cloud any` they never beat verified)."""
+    return options.allow_unverified_prices or options.cloud != "any"
+
+
 def winners(ranking: Ranking, options: PlanOptions) -> list[Candidate]:
     """The candidates that may win a plan: priced, and verified unless allowed, in rank order."""
-    return [
-        c
-        for c in ranking.candidates
-        if c.cost is not None and (c.price_verified or options.allow_unverified_prices)
-    ]
+    allow = unverified_allowed(options)
+    return [c for c in ranking.candidates if c.cost is not None and (c.price_verified or allow)]
 
 
 def plan_job(job: JobSpec, options: PlanOptions | None = None) -> Plan:
@@ -468,6 +499,12 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
 
 def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -> str:
     """One line: why nothing fits, and the smallest change that would make something fit."""
+    too_long = [r for r in ranking.rejected.values() if r.endswith("more than a year")]
+    if too_long and not ranking.candidates:
+        return (
+            f"no box finishes {ranking.samples:,} samples within a year; check --samples"
+            " (or --epochs/--dataset-size)"
+        )
     if any(c.cost is not None for c in ranking.candidates):
         best = next(c for c in ranking.candidates if c.cost is not None)
         return (

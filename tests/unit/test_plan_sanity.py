@@ -45,16 +45,20 @@ def test_shipped_aliyun_prices_are_unverified_and_aws_ones_are_not(data_home):
     assert find_instance("aws", "p5.48xlarge").price_verified("us-east-1")
 
 
-def test_unverified_prices_never_win_unless_allowed(data_home):
+def test_unverified_prices_win_only_when_allowed_or_their_cloud_is_named(data_home):
+    """Issue 23: `--cloud aliyun` ranks Aliyun's boxes although every price is unverified
+    (with the warning); under `--cloud any` they never win without --allow-unverified-prices."""
     ranking = rank(GPT2, PlanOptions(cloud="aliyun"))
     priced = [c for c in ranking.candidates if c.cost is not None]
     assert priced and not any(c.price_verified for c in priced)
-    assert winners(ranking, PlanOptions(cloud="aliyun")) == []
-    with pytest.raises(UsageError, match="NOT RE-VERIFIED.*--allow-unverified-prices"):
-        plan_job(GPT2, PlanOptions(cloud="aliyun"))
+    assert winners(ranking, PlanOptions(cloud="aliyun")) == priced
+    named = plan_job(GPT2, PlanOptions(cloud="aliyun"))
+    assert named.choice.cloud == "aliyun" and named.choice.price_verified is False
+    assert any("NOT RE-VERIFIED" in w for w in named.choice.warnings)
+    anywhere = rank(GPT2, PlanOptions(cloud="any"))
+    assert all(c.price_verified for c in winners(anywhere, PlanOptions(cloud="any")))
     allowed = plan_job(GPT2, PlanOptions(cloud="aliyun", allow_unverified_prices=True))
     assert allowed.choice.cloud == "aliyun" and allowed.choice.price_verified is False
-    assert any("NOT RE-VERIFIED" in w for w in allowed.choice.warnings)
 
 
 def test_unverified_prices_rank_after_verified_ones(data_home):
