@@ -494,10 +494,30 @@ def gpu_rate(
     measured = _measured(gpu, key, workload, table)
     if measured is not None:
         return GpuRate(used, peak, min(1.0, measured * factor), "measured", note)
+    if workload.endswith("-eager"):
+        # A class without a run on this GPU: the class's measured ratio to the optimised
+        # calibration on the chips that have both, times this GPU's optimised e_max, so a
+        # class keeps its place against the optimised one on every GPU.
+        base = workload.removesuffix("-eager")
+        ratio = _class_ratio(key, workload, base, table)
+        optimised = gpu_rate(gpu, precision, base, table)
+        if ratio is not None and optimised.basis != "prior":
+            efficiency = min(1.0, optimised.efficiency * ratio * factor)
+            return GpuRate(used, peak, efficiency, "transferred", note)
     transferred = _from_siblings(gpu, key, workload, table)
     if transferred is not None:
         return GpuRate(used, peak, min(1.0, transferred * factor), "transferred", note)
     return GpuRate(used, peak, gpu.efficiency.get(key, 0.3), "prior", note)
+
+
+def _class_ratio(key: str, workload: str, base: str, table: Calibration) -> float | None:
+    """Median e_max of `workload` over that of `base` on the GPUs calibrated in both."""
+    ratios = [
+        efficiency / table[(name, k, base)]
+        for (name, k, w), efficiency in table.items()
+        if w == workload and k in (key, _TWIN_KEY.get(key)) and (name, k, base) in table
+    ]
+    return _median(ratios) if ratios else None
 
 
 def multi_gpu_scaling(gpu: Gpu, count: int) -> float:

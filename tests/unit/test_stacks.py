@@ -175,3 +175,17 @@ def test_quantize_needs_lora_and_a_known_mode() -> None:
         plan_job(JobSpec(model="mistral-7b", quantize="4bit"))
     with pytest.raises(UsageError, match="--quantize"):
         plan_job(JobSpec(model="mistral-7b", quantize="3bit", lora_rank=16))
+
+
+def test_eager_stays_below_optimised_on_every_gpu() -> None:
+    """A GPU without an eager run takes the class's measured ratio to the optimised stack, so
+    eager never comes out faster than optimised, whatever the GPU's own calibration."""
+    from orchestrator.catalog import load_gpus
+    from orchestrator.sizing.throughput import gpu_rate
+
+    for gpu in load_gpus().values():
+        if "bf16" not in gpu.peak_tflops:
+            continue
+        eager = gpu_rate(gpu, "bf16", "transformer-eager")
+        optimised = gpu_rate(gpu, "bf16", "transformer")
+        assert eager.efficiency < optimised.efficiency, gpu.name
