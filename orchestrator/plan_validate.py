@@ -105,6 +105,10 @@ def validate_candidate(candidate: Candidate, where: str = "candidate") -> None:
     for field in ("samples_per_s", "hours", "memory_fraction"):
         if _number(getattr(candidate, field), field, bad) < 0:
             raise bad(field, getattr(candidate, field), "a number of 0 or more")
+    for field in ("tokens_per_s_per_gpu", "mfu"):  # decoder jobs only; informational
+        value = getattr(candidate, field)
+        if value is not None and _number(value, field, bad) < 0:
+            raise bad(field, value, "a number of 0 or more")
     memory = candidate.memory_per_gpu_bytes
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0:
         raise bad("memory_per_gpu_bytes", memory, "a whole number of bytes")

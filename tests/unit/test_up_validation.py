@@ -106,6 +106,8 @@ HOSTILE_CANDIDATES = [
     (AWS, {"gpu_count": 0}, ("gpu_count",)),
     (AWS, {"gpu_count": "1"}, ("gpu_count",)),
     (AWS, {"hours": -2.0}, ("hours",)),
+    (AWS, {"mfu": "high"}, ("mfu",)),
+    (AWS, {"tokens_per_s_per_gpu": -1.0}, ("tokens_per_s_per_gpu",)),
     (AWS, {"memory_per_gpu_bytes": 1.5}, ("memory_per_gpu_bytes",)),
     (AWS, {"warnings": "not a list"}, ("warnings",)),
     (AWS, {"ssh_ingress_cidrs": ["nope"]}, ("ssh_ingress_cidrs",)),
