@@ -71,21 +71,29 @@ def test_eager_attention_with_dropout_costs_more_than_without() -> None:
 
 
 def test_stack_runs_match_the_raw_measurements() -> None:
-    """The [[single_gpu]] rows are the raw file's figures, and the model config each row
+    """Every real-GPU file in benchmarks/data has its usable runs as [[single_gpu]] rows
+    (benchmarks/stack_rows.py prints them), figure for figure, and the model config each row
     names has the measured parameter count (adapters aside)."""
-    raw = [
-        json.loads(line)
-        for line in (ROOT / "benchmarks/data/h200_eager_2026-12-04.jsonl").read_text().splitlines()
-    ]
-    runs = [r for r in load_single_gpu_runs() if "h200_eager_2026-12-04" in r.source.url]
-    assert len(runs) == len(raw)
-    for run, row in zip(runs, raw, strict=True):
-        assert run.stack == "eager" and run.gpu == "H200"
-        assert run.batch == row["batch"] and run.precision == row["precision"]
-        assert run.samples_per_s == pytest.approx(row["samples_per_s"], rel=1e-4)
-        arch, _ = run_job(run)
-        adapters = row["trainable"] if row["lora"] else 0
-        assert arch.parameters == row["params"] - adapters, run.arch
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import stack_rows
+
+    files = sorted((ROOT / "benchmarks/data").glob("h200_*.jsonl"))
+    assert files
+    for path in files:
+        raw = [row for row in stack_rows.rows(path) if stack_rows.usable(row)]
+        url = f"repo:benchmarks/data/{path.name}"
+        runs = [r for r in load_single_gpu_runs() if r.source.url == url]
+        assert len(runs) == len(raw), path.name
+        for run, row in zip(runs, raw, strict=True):
+            assert run.gpu == stack_rows.gpu_name(row["gpu"])
+            assert run.batch == row["batch"] and run.precision == row["precision"]
+            assert run.quantize == row.get("quantize")
+            assert run.samples_per_s == pytest.approx(row["samples_per_s"], rel=1e-4)
+            if row.get("quantize"):
+                continue  # bitsandbytes packs quantised weights: numel() is not the count
+            arch, _ = run_job(run)
+            adapters = row["trainable"] if row["lora"] else 0
+            assert arch.parameters == row["params"] - adapters, run.arch
 
 
 def test_eager_leave_one_out_meets_the_target() -> None:
