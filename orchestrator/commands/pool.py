@@ -10,7 +10,7 @@ import click
 from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.durations import parse_hours
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchError, UsageError
 
 store_option = click.option(
     "--store",
@@ -44,7 +44,7 @@ def pool() -> None:
     Examples:
       orch pool create gpu --plan plan.json --min 2 --max 6 --idle 30m --ttl 8h
       orch pool lease gpu --wait 10m --lease-ttl 2h --json
-      orch pool release gpu gpu-1a2b3c
+      orch pool release gpu gpu-1a2b3c --lease 0f1e2d3c4b5a6978
       orch pool reconcile gpu
     """
 
@@ -145,7 +145,8 @@ def lease(name: str, wait: str, lease_ttl: str | None, store_url: str | None,
         result,
         as_json,
         f"leased {result['box']} until {result['lease_expires_at']} "
-        f"(lease {result['lease_id']}); release: orch pool release {name} {result['box']}",
+        f"(lease {result['lease_id']}); release: orch pool release {name} {result['box']} "
+        f"--lease {result['lease_id']}",
     )
 
 
@@ -153,26 +154,30 @@ def lease(name: str, wait: str, lease_ttl: str | None, store_url: str | None,
 @click.argument("name")
 @click.argument("box")
 @click.option("--dirty", is_flag=True, help="Destroy the box instead of resetting it.")
-@click.option("--lease", "lease_id", help="Refuse unless the box is still under this lease.")
+@click.option("--lease", "lease_id", help="The lease id `orch pool lease` printed; refused "
+              "unless the box is still under this lease.")  # fmt: skip
+@click.option("--force", is_flag=True, help="Release a box leased by someone else, without "
+              "its lease id (resets it under its holder).")  # fmt: skip
 @store_option
 @ssh_config_option()
 @json_option
-def release(name: str, box: str, dirty: bool, lease_id: str | None, store_url: str | None,
-            ssh_config: str | None, as_json: bool) -> None:  # fmt: skip
+def release(name: str, box: str, dirty: bool, lease_id: str | None, force: bool,
+            store_url: str | None, ssh_config: str | None, as_json: bool) -> None:  # fmt: skip
     """Give BOX back to pool NAME: reset and ready again, or destroyed (--dirty, or when the
     reset fails).
 
     \b
     Examples:
-      orch pool release gpu gpu-1a2b3c
-      orch pool release gpu gpu-1a2b3c --dirty
+      orch pool release gpu gpu-1a2b3c --lease 0f1e2d3c4b5a6978
+      orch pool release gpu gpu-1a2b3c --lease 0f1e2d3c4b5a6978 --dirty
+      orch pool release gpu gpu-1a2b3c --force   # a holder that died; `reconcile` does it too
     """
     from orchestrator.pool.manager import release as release_box
     from orchestrator.provision.boxes import validate_box_name
 
     validate_box_name(box)
     handle = _open(name, store_url, as_json, ssh_config=ssh_config)
-    outcome = release_box(handle, box, lease_id, dirty)
+    outcome = release_box(handle, box, lease_id, dirty, force)
     _echo({"pool": name, "box": box, "outcome": outcome}, as_json, f"box {box}: {outcome}")
 
 
@@ -203,6 +208,8 @@ def status(name: str, store_url: str | None, as_json: bool) -> None:
             lease += " EXPIRED" if row["lease_expired"] else ""
         click.echo(f"  {row['box']:<16} {row['state']:<12} {row['instance_type'] or '-':<14}"
                    f" {row['public_ip'] or '-':<15}{lease}")  # fmt: skip
+    for row in result["skipped"]:
+        click.echo(f"  {row['box']:<16} skipped: it {row['why']}")
 
 
 @pool.command("reconcile")
@@ -235,6 +242,9 @@ def reconcile(name: str, store_url: str | None, ssh_config: str | None, check_ti
             or "nothing to do"
         ),
     )
+    if result["actions"]["failed"]:
+        raise OrchError(f"pool {name}: {len(result['actions']['failed'])} box(es) failed to "
+                        "reconcile; the others were reconciled")  # fmt: skip
 
 
 @pool.command("delete")

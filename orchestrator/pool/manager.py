@@ -25,7 +25,9 @@ from typing import Any
 from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG, CloudError
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 from orchestrator.plan import Plan
+from orchestrator.pool import entries as pool_entries
 from orchestrator.pool import record as pool_record
+from orchestrator.pool.ownership import Unverified, not_ours
 from orchestrator.pool.store import Conflict, RecordStore, open_store, store_tag, update
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
@@ -48,6 +50,9 @@ class Pool:
     ssh_config: str | None = None
     check_timeout: float = 900.0
     holder: str = field(default_factory=pool_record.holder_id)
+    # Entries skipped as damaged, and boxes found not to be this pool's: {name: why}.
+    skipped: dict[str, str] = field(default_factory=dict)
+    foreign: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -57,14 +62,19 @@ class Pool:
         found = self.store.read(self.key)
         if found is None:
             raise UsageError(f"no pool named {self.name!r} in {self.store.url}")
-        return pool_record.check_record(found.data, self.name)
+        return self._checked(found.data)
 
     def change(self, fn: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any], Any]:
-        def checked(data: dict[str, Any]) -> Any:
-            pool_record.check_record(data, self.name)
-            return fn(data)
+        return update(self.store, self.key, lambda data: fn(self._checked(data)))
 
-        return update(self.store, self.key, checked)
+    def _checked(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The record checked (UsageError when damaged), its damaged entries removed and
+        reported once each (a write then leaves them out: pool_entries)."""
+        for name, why in pool_entries.check(data, self.name).items():
+            if name not in self.skipped:
+                self.skipped[name] = why
+                self.say(f"pool {self.name}: skipping damaged entry {name}: it {why}")
+        return data
 
 
 def open_pool(name: str, store_url: str | None, say: Say, **kwargs: Any) -> Pool:
@@ -150,18 +160,41 @@ def provision(pool: Pool, box_name: str) -> Box:
     return box
 
 
-def _destroy(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> None:
-    """Destroy a pool box (its entry is `destroying` or gone), then forget it."""
+def _destroy(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> bool:
+    """Destroy a pool box (its entry is `destroying` or gone), then forget its entry. A box
+    that is not this pool's is left alone (False); one whose owner the cloud cannot tell
+    keeps its entry, for a later reconcile (ownership.Unverified)."""
+    box = _materialize(pool, box_name, data)
     try:
-        if _materialize(pool, box_name, data) is not None:
+        if box is not None:
             lifecycle.down(box_name, None, pool.say, pool.progress)
     finally:
-        pool.change(lambda d: d["boxes"].pop(box_name, None))
+        _drop(pool, box_name)
         if pool.store.kind.shared:
             pool.store.delete(pool_record.key_secret(pool.name, box_name))
+    return box_name not in pool.foreign
+
+
+def _drop(pool: Pool, box_name: str) -> None:
+    pool.change(lambda d: d["boxes"].pop(box_name, None))
 
 
 def _materialize(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box | None:
+    """A pool box as this machine can act on it, once its record here and its cloud tags
+    both say it is this pool's (else it joins `pool.foreign`). None: nothing is known, or it
+    is not this pool's."""
+    box = _find(pool, box_name, data)
+    why = None if box is None else not_ours(box, pool.name, store_tag(pool.store))
+    if why is None:
+        return box
+    if box_name not in pool.foreign:
+        pool.foreign[box_name] = why
+        pool.say(f"pool {pool.name}: {box_name} is not a box of this pool ({why}): "
+                 "dropping its entry and leaving the box alone")  # fmt: skip
+    return None
+
+
+def _find(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box | None:
     """This machine's record of a pool box: the local one, or rebuilt from the S3 store (its
     Terraform state bundle, and its key from the pool's secrets). None: nothing is known."""
     if box_exists(box_name):
@@ -261,7 +294,11 @@ def lease(pool: Pool, wait_s: float, lease_ttl_s: float | None) -> dict[str, Any
     while True:
         data, outcome = pool.change(lambda d: _take(pool, d, lease_ttl_s))
         if outcome["kind"] == "ready":
-            return _lease_answer(pool, data, outcome["box"], outcome["lease"])
+            box = _verified_for_lease(pool, outcome["box"], data)
+            if outcome["box"] in pool.foreign:
+                _drop(pool, outcome["box"])
+                continue
+            return _lease_answer(pool, data, outcome["box"], outcome["lease"], box)
         if outcome["kind"] == "new":
             pool.say(f"pool {pool.name}: no ready box; starting {outcome['box']} for this lease")
             # The lease TTL counts from the moment the box is ours, after it came up.
@@ -298,8 +335,26 @@ def _take(pool: Pool, data: dict[str, Any], lease_ttl_s: float | None) -> dict[s
     return {"kind": "full", "leased": leased, "max": data["max"]}
 
 
-def _lease_answer(pool: Pool, data: dict[str, Any], box_name: str, lease: dict) -> dict:
-    box = _materialize(pool, box_name, data)
+def _verified_for_lease(pool: Pool, box_name: str, data: dict[str, Any]) -> Box | None:
+    """The leased box, once it is known to be this pool's; when that cannot be told now, the
+    lease is undone (the box is ready again) and the error raised."""
+    try:
+        return _materialize(pool, box_name, data)
+    except Unverified:
+
+        def undo(d: dict[str, Any]) -> None:
+            entry = d["boxes"].get(box_name)
+            if entry is not None and entry.get("state") == "leased":
+                pool_record.set_state(entry, "ready")
+
+        pool.change(undo)
+        raise
+
+
+def _lease_answer(
+    pool: Pool, data: dict[str, Any], box_name: str, lease: dict, box: Box | None = None
+) -> dict:
+    box = box or _materialize(pool, box_name, data)
     summary = dict(data["boxes"][box_name].get("box") or {})
     answer = {
         "pool": pool.name,
@@ -317,23 +372,32 @@ def _lease_answer(pool: Pool, data: dict[str, Any], box_name: str, lease: dict) 
 # ------------------------------------------------------------------------------ release
 
 
-def release(pool: Pool, box_name: str, lease_id: str | None, dirty: bool) -> str:
+def release(
+    pool: Pool, box_name: str, lease_id: str | None, dirty: bool, force: bool = False
+) -> str:
     """Give a leased box back: reset and ready again, or destroyed when dirty or the reset
-    fails. Returns what became of it."""
+    fails. Only its lease's holder, or whoever names the lease id, may; or anyone with
+    `force`. Returns what became of it."""
 
     def begin(data: dict[str, Any]) -> None:
         entry = data["boxes"].get(box_name)
         if entry is None or entry.get("state") != "leased":
             raise UsageError(f"box {box_name} is not leased from pool {pool.name}")
-        if lease_id and (entry.get("lease") or {}).get("id") != lease_id:
+        lease = entry["lease"]
+        if lease_id and lease["id"] != lease_id:
             raise UsageError(f"box {box_name} is leased under another lease now")
+        if not lease_id and lease["holder"] != pool.holder and not force:
+            raise UsageError(
+                f"box {box_name} is leased by {pool_entries.shown(lease['holder'])} until "
+                f"{lease['expires_at']}: releasing it would reset it under its holder",
+                hint="pass the lease id `orch pool lease` printed (--lease ID), or --force",
+            )
         pool_record.set_state(entry, "destroying" if dirty else "resetting", pool.holder)
 
     pool.change(begin)
     if dirty:
         pool.say(f"pool {pool.name}: destroying dirty box {box_name}")
-        _destroy(pool, box_name)
-        return "destroyed"
+        return "destroyed" if _destroy(pool, box_name) else "dropped: not a box of this pool"
     return _reset_or_destroy(pool, box_name)
 
 
@@ -342,9 +406,14 @@ def _reset_or_destroy(pool: Pool, box_name: str) -> str:
 
     try:
         box = _materialize(pool, box_name)
+        if box is None and box_name in pool.foreign:
+            _drop(pool, box_name)
+            return "dropped: not a box of this pool"
         if box is None:
             raise OrchError(f"no record of box {box_name} here or in the pool's state")
         reset_box(box, _transport(pool, box), pool.ssh_config, min(pool.check_timeout, 300))
+    except Unverified:
+        raise  # whose box it is cannot be told now: the entry stays, for a later reconcile
     except OrchError as exc:
         pool.say(f"pool {pool.name}: box {box_name} failed its reset ({exc.one_line()}); "
                  "destroying it")  # fmt: skip
@@ -399,6 +468,7 @@ def status(pool: Pool) -> dict[str, Any]:
         "lease_ttl_s": data["lease_ttl_s"],
         "boxes": boxes,
         "idle_cost_per_hour": round(idle, 4),
+        "skipped": [{"box": name, "why": why} for name, why in sorted(pool.skipped.items())],
     }
 
 
@@ -423,38 +493,64 @@ def top_up(pool: Pool) -> list[str]:
 def reconcile(pool: Pool) -> dict[str, Any]:
     """Bring the pool back to its shape: recover expired leases (reset, or destroy), replace
     boxes the cloud lost or that fail to answer, finish work whose worker died, retire boxes
-    past their usable life or idle beyond --idle above --min, then top up to --min."""
+    past their usable life or idle beyond --idle above --min, then top up to --min.
+
+    Each box is handled on its own: one that fails is reported under `failed` and the others
+    go on. Damaged entries and boxes that are not this pool's are dropped (`dropped`)."""
     actions: dict[str, list[str]] = {
         "lease_recovered": [], "replaced": [], "stale_removed": [], "idle_destroyed": [],
-        "expired_destroyed": [], "started": [],
+        "expired_destroyed": [], "started": [], "dropped": [], "failed": [],
     }  # fmt: skip
     data = pool.read()
     at = pool_record.now()
     for name, entry in list(data["boxes"].items()):
-        if pool_record.lease_expired(entry, at):
-            if _claim(pool, name, "leased", "resetting", expired_lease=True):
-                pool.say(f"pool {pool.name}: lease on {name} expired; taking the box back")
-                _reset_or_destroy(pool, name)
-                actions["lease_recovered"].append(name)
-        elif pool_record.stale(entry, at) and _claim(
-            pool, name, str(entry.get("state")), "destroying", stale=True
-        ):
-            pool.say(f"pool {pool.name}: {name} was left {entry.get('state')}; destroying it")
-            _destroy(pool, name)
-            actions["stale_removed"].append(name)
+        _isolated(pool, actions, name, _recover, pool, name, entry, at, actions)
     for name, entry in list(pool.read()["boxes"].items()):
-        if entry.get("state") != "ready":
-            continue
-        why = _unhealthy(pool, name, entry)
-        if why is None:
-            continue
-        if _claim(pool, name, "ready", "destroying"):
-            pool.say(f"pool {pool.name}: {name} {why}; replacing it")
-            _destroy(pool, name)
-            actions["expired_destroyed" if why.startswith("expires") else "replaced"].append(name)
+        if entry.get("state") == "ready":
+            _isolated(pool, actions, name, _replace_if_unhealthy, pool, name, entry, actions)
     actions["idle_destroyed"] = _retire_idle(pool)
     actions["started"] = top_up(pool)
+    dropped = {**pool.skipped, **pool.foreign}
+    actions["dropped"] = [f"{name} ({why})" for name, why in sorted(dropped.items())]
     return {"pool": pool.name, "actions": actions, **{"boxes": len(pool.read()["boxes"])}}
+
+
+def _isolated(pool: Pool, actions: dict[str, list[str]], name: str, work: Callable,
+              *args: Any) -> None:  # fmt: skip
+    """Run one box's reconcile step; a failure is reported and the others go on."""
+    try:
+        work(*args)
+    except OrchError as exc:
+        pool.say(f"pool {pool.name}: {name}: {exc.one_line()}")
+        actions["failed"].append(f"{name}: {exc.one_line()}")
+
+
+def _recover(pool: Pool, name: str, entry: dict[str, Any], at: Any, actions: dict) -> None:
+    """An expired lease: take the box back. Work left in flight too long: destroy the box."""
+    if pool_record.lease_expired(entry, at):
+        if _claim(pool, name, "leased", "resetting", expired_lease=True):
+            pool.say(f"pool {pool.name}: lease on {name} expired; taking the box back")
+            if not _reset_or_destroy(pool, name).startswith("dropped"):
+                actions["lease_recovered"].append(name)
+    elif pool_record.stale(entry, at) and _claim(
+        pool, name, str(entry.get("state")), "destroying", stale=True
+    ):
+        pool.say(f"pool {pool.name}: {name} was left {entry.get('state')}; destroying it")
+        if _destroy(pool, name):
+            actions["stale_removed"].append(name)
+
+
+def _replace_if_unhealthy(pool: Pool, name: str, entry: dict[str, Any], actions: dict) -> None:
+    why = _unhealthy(pool, name, entry)
+    if name in pool.foreign:
+        _drop(pool, name)
+        return
+    if why is None:
+        return
+    if _claim(pool, name, "ready", "destroying"):
+        pool.say(f"pool {pool.name}: {name} {why}; replacing it")
+        if _destroy(pool, name):
+            actions["expired_destroyed" if why.startswith("expires") else "replaced"].append(name)
 
 
 def _claim(pool: Pool, name: str, state: str, new: str, **why: bool) -> bool:
@@ -547,29 +643,37 @@ def delete(pool: Pool, force: bool) -> dict[str, Any]:
     for name in sorted(data["boxes"]):
         pool.change(lambda d, n=name: n in d["boxes"] and pool_record.set_state(
             d["boxes"][n], "destroying", pool.holder))  # fmt: skip
-        _destroy(pool, name, data)
-        destroyed.append(name)
+        if _destroy(pool, name, data):
+            destroyed.append(name)
     plan = Plan.from_dict(data["plan"])
     targets = {(c.cloud, c.region) for c in plan.candidates()}
-    left = _delete_tagged_pool_resources(pool.name, targets)
+    left = _delete_tagged_pool_resources(pool.name, store_tag(pool.store), targets)
     pool.store.delete(pool.key)
-    return {"pool": pool.name, "destroyed": destroyed, "deleted_by_tag": left}
+    dropped = {**pool.skipped, **pool.foreign}
+    return {"pool": pool.name, "destroyed": destroyed, "deleted_by_tag": left,
+            "dropped": [f"{name} ({why})" for name, why in sorted(dropped.items())]}  # fmt: skip
 
 
-def _delete_tagged_pool_resources(name: str, targets: set[tuple[str, str]]) -> list[str]:
+def _delete_tagged_pool_resources(
+    name: str, store: str, targets: set[tuple[str, str]]
+) -> list[str]:
+    """Delete what the clouds still list with this pool's tags: its name and this store."""
     from orchestrator import clouds
+
+    def ours(resource: Any) -> bool:
+        return resource.tags.get(POOL_TAG) == name and resource.tags.get(POOL_STORE_TAG) == store
 
     removed: list[str] = []
     for cloud_name, region in sorted(targets):
         cloud = clouds.get(cloud_name)
-        found = [r for r in cloud.list_tagged(region) if r.tags.get(POOL_TAG) == name]
+        found = [r for r in cloud.list_tagged(region) if ours(r)]
         if not found:
             continue
         for box in sorted({r.box for r in found}):
             mine = [r for r in found if r.box == box]
             cloud.delete_tagged(region, mine)
             removed.extend(f"{r.kind} {r.id}" for r in mine)
-        still = [r for r in cloud.list_tagged(region) if r.tags.get(POOL_TAG) == name]
+        still = [r for r in cloud.list_tagged(region) if ours(r)]
         if still:
             raise OrchError(
                 f"pool {name}: {cloud.title} still lists "

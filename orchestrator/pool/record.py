@@ -59,13 +59,16 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_iso(text: str | None) -> datetime | None:
-    if not text:
+def parse_iso(text: object) -> datetime | None:
+    """An ISO 8601 moment from the record (UTC when it names no zone); None for anything
+    else, an integer or a list included: the record is shared and may be damaged."""
+    if not isinstance(text, str) or not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def holder_id() -> str:

@@ -110,12 +110,15 @@ def test_twenty_concurrent_leases_never_share_a_box(orch, ec2, pool_env, tmp_pat
     assert len(pool_instances(ec2, "race")) == 8
     assert sorted(states(orch, env, "race").values()) == ["leased"] * 8
 
-    # Released clean: reset and ready again; dirty: destroyed.
+    # Released clean: reset and ready again; dirty: destroyed. Only with the lease id, or
+    # --force: these leases' holders are other processes.
     first, second = boxes[:2]
-    assert json.loads(ok(orch("pool", "release", "race", first, "--json", env=env)).stdout)[
-        "outcome"
-    ] == "ready"  # fmt: skip
-    ok(orch("pool", "release", "race", second, "--dirty", env=env))
+    lease_of = {lease["box"]: lease["lease_id"] for lease in leased}
+    taken = orch("pool", "release", "race", first, env=env)
+    assert taken.returncode == 2 and "--lease ID" in taken.stderr
+    assert json.loads(ok(orch("pool", "release", "race", first, "--lease", lease_of[first],
+                              "--json", env=env)).stdout)["outcome"] == "ready"  # fmt: skip
+    ok(orch("pool", "release", "race", second, "--dirty", "--force", env=env))
     after = states(orch, env, "race")
     assert after[first] == "ready" and second not in after
 
@@ -240,7 +243,8 @@ def test_a_pool_in_s3_is_shared_by_runners_on_other_machines(
     # The pool is full and its one box leased: a second runner waits, then gets one line.
     busy = orch("pool", "lease", "shared", "--store", store, "--wait", "1", env=other)
     assert busy.returncode == 1 and "no box free in pool shared" in busy.stderr
-    ok(orch("pool", "release", "shared", leased["box"], "--store", store, env=other))
+    ok(orch("pool", "release", "shared", leased["box"], "--lease", leased["lease_id"],
+            "--store", store, env=other))  # fmt: skip
 
     ok(orch("pool", "delete", "shared", "--store", store, env=env, timeout=900))
     nothing_tagged(ec2, "shared")
@@ -248,3 +252,53 @@ def test_a_pool_in_s3_is_shared_by_runners_on_other_machines(
     assert not [
         o["Key"] for o in left if "/pools/shared/" in o["Key"] and "/state/" not in o["Key"]
     ]
+
+
+def test_a_forged_entry_naming_an_ordinary_box_never_destroys_it(orch, ec2, aws_env, tmp_path):
+    """Whoever can write the pool's store can name any box in it. An ordinary box whose local
+    record was even edited to claim the pool is still not the pool's: its instance in the
+    cloud does not carry the pool's tags. reconcile, release --dirty and delete drop the entry
+    and leave the box running."""
+    env = aws_env
+    plan = plan_file(tmp_path, candidate("g5.xlarge"))
+    name = "forge-0a0a0a"
+    up = ok(orch("up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--ttl", "1h",
+                 "--no-check", "--json", env=env, timeout=900))  # fmt: skip
+    instance_id = json.loads(up.stdout)["instance_id"]
+    tfvars = Path(env["ORCH_HOME"]) / "boxes" / name / "terraform.tfvars.json"
+    values = json.loads(tfvars.read_text())
+    values["tags"].update({"orch:pool": "forge", "orch:pool-store": "local"})  # the edit
+    tfvars.write_text(json.dumps(values))
+    create(orch, env, tmp_path, "forge", "--min", "0", "--max", "2", "--lease-ttl", "30m")
+    (record,) = Path(env["ORCH_HOME"]).glob("**/forge/pool.json")
+
+    def forge(state: str) -> None:
+        data = json.loads(record.read_text())
+        entry = {"state": state, "since": "2026-12-04T10:00:00Z", "by": None, "lease": None,
+                 "box": {"expires_at": "2099-01-01T00:00:00Z"}}  # fmt: skip
+        if state == "leased":
+            entry["lease"] = {"id": "0123456789abcdef", "holder": "h:1:x",
+                              "expires_at": "2099-01-01T00:00:00Z"}  # fmt: skip
+        data["boxes"][name] = entry
+        record.write_text(json.dumps(data))
+
+    def running() -> bool:
+        found = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]
+        return found["Instances"][0]["State"]["Name"] == "running"
+
+    forge("ready")
+    result = json.loads(ok(orch("pool", "reconcile", "forge", "--json", env=env)).stdout)
+    (dropped,) = result["actions"]["dropped"]
+    assert dropped.startswith(name) and f"instance {instance_id} in AWS is not tagged" in dropped
+    assert running() and states(orch, env, "forge") == {}
+
+    forge("leased")
+    released = ok(orch("pool", "release", "forge", name, "--dirty", "--force", "--json", env=env))
+    assert json.loads(released.stdout)["outcome"] == "dropped: not a box of this pool"
+    assert running() and states(orch, env, "forge") == {}
+
+    forge("ready")
+    deleted = json.loads(ok(orch("pool", "delete", "forge", "--json", env=env)).stdout)
+    assert deleted["destroyed"] == [] and deleted["deleted_by_tag"] == []
+    assert [d.split(" ")[0] for d in deleted["dropped"]] == [name] and running()
+    ok(orch("down", name, env=env, timeout=900))

@@ -1,0 +1,258 @@
+"""A pool acts only on its own boxes, never on someone else's lease, and survives a damaged
+record (issue 22, items 3 to 5). The record is a local store's; the cloud is the test-only
+faux cloud (tests/fixtures/clouds/faux: resource records in a folder), so what a pool box
+"carries in the cloud" is real data read through the Cloud seam, not a stub.
+
+- a forged entry naming an ordinary box, or a box whose record or cloud tags name another
+  pool or store, is dropped and reported by reconcile and release, and `orch down` never runs;
+- `release` without the lease id of a box someone else holds is refused unless --force;
+- damaged settings are exit 2 with one line; damaged entries are skipped and reported by
+  status, lease and reconcile, and the good entries still work.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import clouds
+from orchestrator.cli import main
+from orchestrator.clouds import base
+from orchestrator.clouds.base import BOX_TAG, POOL_STORE_TAG, POOL_TAG
+from orchestrator.pool import record as pool_record
+from orchestrator.pool.store import open_store
+from orchestrator.provision import lifecycle
+from orchestrator.provision.boxes import Box, box_directory, box_exists
+from tests.support import candidate
+
+KEY = pool_record.record_key("gpu")
+LEASE_ID = "0123456789abcdef"
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+FAR = iso(datetime.now(UTC) + timedelta(hours=6))
+SOON = iso(datetime.now(UTC) + timedelta(minutes=5))
+
+
+def entry(state: str = "ready", expires: str = FAR, **extra: Any) -> dict[str, Any]:
+    return {"state": state, "since": "2026-12-04T10:00:00Z", "by": None, "lease": None,
+            "box": {"expires_at": expires, "price_per_hour": 1.0}, **extra}  # fmt: skip
+
+
+def leased(holder: str = "elsewhere:1:abcdef") -> dict[str, Any]:
+    lease = {"id": LEASE_ID, "holder": holder, "taken_at": "2026-12-04T10:00:00Z",
+             "expires_at": FAR}  # fmt: skip
+    return entry("leased", lease=lease)
+
+
+def record(**boxes: Any) -> dict[str, Any]:
+    data = pool_record.new_record(
+        "gpu", {"choice": {}}, minimum=0, maximum=4, idle_s=3600, ttl="8h", lease_ttl_s=3600,
+        up={"ssh_cidrs": ["203.0.113.7/32"]}, store_url="local",
+    )  # fmt: skip
+    data["boxes"] = boxes
+    return data
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """ORCH_HOME, the faux cloud (its folder), and a record of every `orch down` asked for."""
+    from tests.fixtures.clouds.faux import CLOUD_DIR_ENV, FauxCloud
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(CLOUD_DIR_ENV, str(tmp_path / "cloud"))
+    clouds.register("faux", FauxCloud())
+    downs: list[str] = []
+    monkeypatch.setattr(lifecycle, "down", lambda name, *_a, **_k: downs.append(name))
+    yield {"store": open_store(None), "cloud": tmp_path / "cloud", "downs": downs}
+    base.unregister("faux")
+
+
+def make_box(env: dict[str, Any], name: str, tags: dict[str, str], cloud_tags: dict[str, str]):
+    """A box of this machine on the faux cloud: its record, the tags `orch up` rendered for
+    it (terraform.tfvars.json), and an instance in the cloud carrying `cloud_tags`."""
+    directory = box_directory(name)
+    directory.mkdir(parents=True)
+    Box(name=name, directory=directory, cloud="faux", region="faux-1", candidate=candidate(),
+        state="up", created_at="2026-12-04T09:00:00Z", expires_at=FAR,
+        outputs={"instance_id": f"i-{name}"}, owner="me", state_url=None).save()  # fmt: skip
+    values = {"name": name, "tags": {**tags, BOX_TAG: name}}
+    (directory / "terraform.tfvars.json").write_text(json.dumps(values))
+    region = env["cloud"] / "faux-1"
+    region.mkdir(parents=True, exist_ok=True)
+    instance = {"kind": "instance", "id": f"i-{name}", "tags": {**cloud_tags, BOX_TAG: name}}
+    (region / f"i-{name}.json").write_text(json.dumps(instance))
+
+
+POOL_TAGS = {POOL_TAG: "gpu", POOL_STORE_TAG: "local"}
+
+
+def orch(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, list[str]]:
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    try:
+        shown = json.loads(out.out)
+    except ValueError:
+        shown = out.out
+    return code, shown, out.err.strip().splitlines()
+
+
+def one_error(code: int, err: list[str], *words: str) -> None:
+    assert code == 2 and len(err) == 1 and err[0].startswith("orch: error: "), err
+    assert all(word in err[0] for word in words), err[0]
+
+
+# ------------------------------------------------------------------------ only its own boxes
+
+
+def test_reconcile_drops_entries_naming_boxes_that_are_not_the_pool_s(home, capsys):
+    make_box(home, "exp1", {}, {})  # an ordinary box
+    make_box(home, "gpu-0a0a0a", {}, {})  # an ordinary box with a pool-like name
+    make_box(home, "gpu-0b0b0b", POOL_TAGS, {})  # its record was edited; the cloud says no
+    make_box(home, "gpu-0c0c0c", {**POOL_TAGS, POOL_STORE_TAG: "s3://other/pools"},
+             {**POOL_TAGS, POOL_STORE_TAG: "s3://other/pools"})  # another store's  # fmt: skip
+    make_box(home, "gpu-0d0d0d", POOL_TAGS, POOL_TAGS)  # the pool's own, about to expire
+    forged = {name: entry() for name in ("exp1", "gpu-0a0a0a", "gpu-0b0b0b", "gpu-0c0c0c")}
+    home["store"].create(KEY, record(**forged, **{"gpu-0d0d0d": entry(expires=SOON)}))
+
+    code, result, err = orch(capsys, "pool", "reconcile", "gpu", "--json")
+    assert code == 0, err
+    assert home["downs"] == ["gpu-0d0d0d"]  # only the pool's own box was destroyed
+    actions = result["actions"]
+    assert actions["expired_destroyed"] == ["gpu-0d0d0d"] and actions["failed"] == []
+    dropped = {line.split(" ")[0]: line for line in actions["dropped"]}
+    assert sorted(dropped) == ["exp1", "gpu-0a0a0a", "gpu-0b0b0b", "gpu-0c0c0c"]
+    assert "not a box name of pool gpu" in dropped["exp1"]
+    assert "record here does not name this pool" in dropped["gpu-0a0a0a"]
+    assert "instance i-gpu-0b0b0b in Faux is not tagged" in dropped["gpu-0b0b0b"]
+    assert "record here does not name this pool" in dropped["gpu-0c0c0c"]
+    for name in ("exp1", "gpu-0a0a0a", "gpu-0b0b0b", "gpu-0c0c0c"):
+        assert box_exists(name) and (home["cloud"] / "faux-1" / f"i-{name}.json").exists()
+    assert home["store"].read(KEY).data["boxes"] == {}  # every entry dropped or done
+
+
+def test_release_dirty_of_a_forged_lease_leaves_the_box_alone(home, capsys):
+    make_box(home, "gpu-0a0a0a", {}, {})
+    home["store"].create(KEY, record(**{"gpu-0a0a0a": leased()}))
+    code, result, err = orch(capsys, "pool", "release", "gpu", "gpu-0a0a0a", "--lease", LEASE_ID,
+                             "--dirty", "--json")  # fmt: skip
+    assert code == 0, err
+    assert result["outcome"] == "dropped: not a box of this pool"
+    assert home["downs"] == [] and box_exists("gpu-0a0a0a")
+    assert home["store"].read(KEY).data["boxes"] == {}
+
+
+def test_when_the_cloud_cannot_be_asked_the_box_is_left_alone_and_kept(home, capsys, monkeypatch):
+    from tests.fixtures.clouds.faux import CLOUD_DIR_ENV
+
+    make_box(home, "gpu-0d0d0d", POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**{"gpu-0d0d0d": entry(expires=SOON)}))
+    monkeypatch.delenv(CLOUD_DIR_ENV)  # the faux cloud now answers NoCredentials
+    code, result, err = orch(capsys, "pool", "reconcile", "gpu", "--json")
+    assert code == 1 and home["downs"] == []
+    (failed,) = result["actions"]["failed"]
+    assert failed.startswith("gpu-0d0d0d: cannot tell whether box gpu-0d0d0d is this pool's")
+    assert err[-1].startswith("orch: error: pool gpu: 1 box(es) failed to reconcile")
+    assert "gpu-0d0d0d" in home["store"].read(KEY).data["boxes"]  # for a later reconcile
+
+
+# ------------------------------------------------------------------------ someone else's lease
+
+
+def test_release_without_the_lease_id_is_refused_unless_forced(home, capsys):
+    home["store"].create(KEY, record(**{"gpu-0e0e0e": leased(), "gpu-0f0f0f": leased()}))
+    code, _, err = orch(capsys, "pool", "release", "gpu", "gpu-0e0e0e")
+    one_error(code, err, "box gpu-0e0e0e is leased by 'elsewhere:1:abcdef'", "--lease ID")
+    code, _, err = orch(capsys, "pool", "release", "gpu", "gpu-0e0e0e", "--lease", "f" * 16)
+    one_error(code, err, "leased under another lease now")
+    assert home["store"].read(KEY).data["boxes"]["gpu-0e0e0e"]["state"] == "leased"
+    code, result, err = orch(capsys, "pool", "release", "gpu", "gpu-0e0e0e", "--lease", LEASE_ID,
+                             "--dirty", "--json")  # fmt: skip
+    assert code == 0 and result["outcome"] == "destroyed", err
+    code, result, err = orch(capsys, "pool", "release", "gpu", "gpu-0f0f0f", "--force",
+                             "--dirty", "--json")  # fmt: skip
+    assert code == 0 and result["outcome"] == "destroyed", err
+    assert home["store"].read(KEY).data["boxes"] == {}
+
+
+# ------------------------------------------------------------------------ damaged records
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("min", "2", "min '2' is not a whole number"),
+        ("min", -1, "min -1 is not a whole number from 0 to 64"),
+        ("max", -3, "max -3 is not a whole number"),
+        ("max", True, "max True is not a whole number"),
+        ("max", 1000, "max 1000 is not a whole number"),
+        ("lease_ttl_s", "2h", "lease_ttl_s '2h' is not a number of seconds"),
+        ("lease_ttl_s", float("nan"), "lease_ttl_s nan is not a number of seconds"),
+        ("idle_s", None, "idle_s None is not a number of seconds"),
+        ("up", [], "up [] is not a dict"),
+    ],
+)
+def test_damaged_settings_are_one_line_and_exit_2(home, capsys, field, value, words):
+    data = record(**{"gpu-0a0a0a": entry()})
+    data[field] = value
+    home["store"].create(KEY, data)
+    for command in ("status", "lease", "reconcile"):
+        code, _, err = orch(capsys, "pool", command, "gpu")
+        one_error(code, err, "pool gpu: the record is damaged", words)
+    assert home["downs"] == []
+
+
+DAMAGED = {
+    "gpu-1a1a1a": ["not", "an", "object"],
+    "gpu-2a2a2a": "ready",
+    "gpu-3a3a3a": {**entry(), "since": 1733300000},
+    "gpu-4a4a4a": {**entry(), "state": "sleeping"},
+    "gpu-5a5a5a": {**leased(), "lease": {"id": LEASE_ID, "holder": "h"}},
+    "gpu-6a6a6a": {**entry(), "box": {"expires_at": 5}},
+    "gpu-7a7a7a": {**leased(), "lease": {**leased()["lease"], "holder": "\x1b]0;pwned\x07"}},
+    "gpu-8a8a8a": {**entry(), "since": "yesterday"},
+    "../../etc": entry(),
+    "GPU-9A9A9A": entry(),
+    "gpu-": entry(),
+}
+
+
+def test_damaged_entries_are_skipped_and_reported_and_the_rest_works(home, capsys):
+    home["store"].create(KEY, record(**DAMAGED, **{"gpu-0a0a0a": entry()}))
+    code, result, err = orch(capsys, "pool", "status", "gpu", "--json")
+    assert code == 0, err
+    assert [row["box"] for row in result["boxes"]] == ["gpu-0a0a0a"]
+    skipped = {row["box"]: row["why"] for row in result["skipped"]}
+    assert sorted(skipped) == sorted(DAMAGED)
+    assert skipped["gpu-1a1a1a"] == "is not an object but list"
+    assert skipped["gpu-3a3a3a"] == "has a bad since 1733300000"
+    assert skipped["gpu-5a5a5a"].startswith("has a lease with a bad expires_at")
+    assert "\x1b" not in json.dumps(result) and all("\x1b" not in line for line in err)
+    assert sum("skipping damaged entry" in line for line in err) == len(DAMAGED)
+    assert home["store"].read(KEY).data["boxes"].keys() == {*DAMAGED, "gpu-0a0a0a"}  # read only
+
+    code, result, err = orch(capsys, "pool", "lease", "gpu", "--wait", "0", "--json")
+    assert code == 0 and result["box"] == "gpu-0a0a0a", err
+    assert list(home["store"].read(KEY).data["boxes"]) == ["gpu-0a0a0a"]  # the write left them out
+
+
+def test_one_damaged_entry_never_stops_reconcile(home, capsys):
+    make_box(home, "gpu-0d0d0d", POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**DAMAGED, **{"gpu-0d0d0d": entry(expires=SOON)}))
+    code, result, err = orch(capsys, "pool", "reconcile", "gpu", "--json")
+    assert code == 0, err
+    assert result["actions"]["expired_destroyed"] == ["gpu-0d0d0d"]
+    assert home["downs"] == ["gpu-0d0d0d"]
+    assert len(result["actions"]["dropped"]) == len(DAMAGED)
+    assert home["store"].read(KEY).data["boxes"] == {}
