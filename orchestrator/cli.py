@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; every expected failure becomes one line on stderr and an exit code
     (SystemExit: callers in the same process, such as tests, carry on)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    from orchestrator.textui import tolerate_narrow_encodings
+
+    tolerate_narrow_encodings()  # an ASCII stdout gets "?" for what it cannot encode
     try:
         status = run_quick(args)
         if status is None:

@@ -96,6 +96,8 @@ class Plan:
     clouds: list[dict[str, Any]] = field(default_factory=list)
     # "Cheaper if": memory levers whose plan would cost less (sizing/levers.py; informational).
     cheaper_if: list[dict[str, Any]] = field(default_factory=list)
+    # What the figures rest on: samples (and whether assumed), shape, set-up hours, price dates.
+    assumptions: dict[str, Any] = field(default_factory=dict)
 
     def candidates(self) -> list[Candidate]:
         """The winner then the alternatives: the failover order for `orch up`."""
@@ -111,6 +113,7 @@ class Plan:
             "alternatives": [c.to_dict() for c in self.alternatives],
             **({"clouds": self.clouds} if self.clouds else {}),
             **({"cheaper_if": self.cheaper_if} if self.cheaper_if else {}),
+            **({"assumptions": self.assumptions} if self.assumptions else {}),
         }
 
     @classmethod

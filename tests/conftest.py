@@ -15,6 +15,11 @@ def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory):
     boxes, price overlay (~/.local/share/orch) and catalog cache never change test results.
     """
     root = tmp_path_factory.mktemp("user-dirs")
+    # `orch plan` fits its table to $COLUMNS; something in the test process exports one into
+    # the C environment (children saw COLUMNS=80 while os.environ had none). Tests that want a
+    # width set it themselves.
+    os.environ.pop("COLUMNS", None)
+    os.unsetenv("COLUMNS")
     saved = {k: os.environ.get(k) for k in _KEYS}
     for key, sub in _KEYS.items():
         os.environ[key] = str(root / sub)

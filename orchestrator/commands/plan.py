@@ -8,11 +8,20 @@ from typing import Any
 
 from orchestrator.commands.job_options import JOB_OPTIONS, job_from_options
 from orchestrator.commands.option_spec import Option, QuickCommand
+from orchestrator.commands.plan_table import (
+    assumed_line,
+    fitted_table,
+    job_header,
+    mark,
+    three_figures,  # noqa: F401 - part of this module's interface (tests, benchmarks)
+    wrap,
+)
 from orchestrator.commands.selection_options import SELECTION_OPTIONS, selection_from_options
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, write_plan
 from orchestrator.sizing.levers import Lever, cheaper_if
 from orchestrator.sizing.select import (
+    SETUP_HOURS,
     Ranking,
     nothing_fits_message,
     plan_from_ranking,
@@ -20,7 +29,7 @@ from orchestrator.sizing.select import (
     winners,
 )
 from orchestrator.sizing.stacks import STACK_TEXT
-from orchestrator.textui import fit_bar, gib, table
+from orchestrator.textui import terminal_width
 
 HELP = """Pick the instance with the lowest cost per job that fits in GPU memory.
 
@@ -99,58 +108,14 @@ def best_per_type(candidates: list[Candidate]) -> list[Candidate]:
 
 def render_ranking(ranking: Ranking, top: int, levers: Sequence[Lever] = ()) -> str:
     job = ranking.job
-    samples_note = " (assumed: set --samples or --epochs/--dataset-size)" * ranking.samples_assumed
-    header = (
-        f"{job.model or job.hf_config or f'{job.params_m:g}M-param model'}: "
-        f"{ranking.parameters / 1e6:,.0f}M parameters, batch {job.batch}/GPU, seq {job.seq}, "
-        f"{job.precision}, {job.optimizer}; {ranking.samples:,} samples{samples_note}"
-    )
+    width = terminal_width()
     rows = best_per_type(ranking.candidates)[:top]
-    llm = any(c.mfu is not None for c in rows)
-    # A precision column only when some box runs another precision than asked (amp-bf16 on
-    # T4/V100 runs amp-fp16); "$/h" carries a "?" for a price NOT RE-VERIFIED.
-    fallback = any(c.precision_used and c.precision_used != job.precision for c in rows)
-    body = table(
-        [
-            "#",
-            "cloud",
-            "region",
-            "instance",
-            "GPUs",
-            "market",
-            "$/h",
-            "samples/s",
-            *(["tok/s/GPU", "MFU"] * llm),
-            "hours",
-            "job cost",
-            "memory per GPU",
-            *(["precision"] * fallback),
-        ],
-        [
-            [
-                str(i),
-                c.cloud,
-                c.region,
-                c.instance_type,
-                f"{c.gpu_count}x{c.gpu}",
-                c.market,
-                "-" if c.price_per_hour is None else f"{c.price_per_hour:.3f}" + _mark(c),
-                three_figures(c.samples_per_s),
-                *([three_figures(c.tokens_per_s_per_gpu or 0.0), f"{c.mfu or 0:.0%}"] * llm),
-                f"{c.hours:.2f}",
-                "-" if c.cost is None else f"${c.cost:,.2f}",
-                f"{fit_bar(c.memory_fraction)} {c.memory_fraction:4.0%} "
-                f"{gib(c.memory_per_gpu_bytes)}/{c.gpu_memory_gib:g} GiB",
-                *([c.precision_used or job.precision] * fallback),
-            ]
-            for i, c in enumerate(rows, 1)
-        ],
-        right={0, 6, 7, 8, 9, *([10, 11] * llm)},
-    )
     stack = f"throughput assumes {STACK_TEXT[job.stack]}"
     if job.stack != "optimised":
         stack += "; --stack optimised for compiled/fused kernels"
-    lines = [header, "", body, stack]
+    body, narrow = fitted_table(rows, job, width)
+    lines = [job_header(ranking), "", body, *([narrow] * bool(narrow)), stack]
+    lines.append(assumed_line(SETUP_HOURS, rows))
     if any(_mark(c) for c in rows):
         lines.append("? = price NOT RE-VERIFIED: ranked after verified prices")
     lines += ["", why_winner(rows)]
@@ -158,18 +123,11 @@ def render_ranking(ranking: Ranking, top: int, levers: Sequence[Lever] = ()) -> 
     if ranking.clouds is not None:
         lines.append(ranking.clouds.describe())
     lines += [f"warning: {w}" for w in (*ranking.warnings, *rows[0].warnings)]
-    return "\n".join(lines)
+    # The table is fitted to the width already; every other line is wrapped to it.
+    return "\n".join(line if i == 2 else wrap(line, width) for i, line in enumerate(lines))
 
 
-def three_figures(value: float) -> str:
-    """A rate to three significant figures, with thousands separators: 0.0123, 12.3, 1,230."""
-    if value >= 100:
-        return f"{float(f'{value:.3g}'):,.0f}"
-    return f"{value:#.3g}".rstrip(".")
-
-
-def _mark(c: Candidate) -> str:
-    return "" if c.price_verified else "?"
+_mark = mark
 
 
 def why_winner(rows: list[Candidate]) -> str:

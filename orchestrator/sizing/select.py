@@ -15,6 +15,7 @@ from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.records import field, record, replace
 from orchestrator.sizing.architectures import Architecture
+from orchestrator.sizing.assumptions import plan_assumptions, planned_shape
 from orchestrator.sizing.cloud_preference import CloudPreference, cloud_preference
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.images import image_for
@@ -82,6 +83,7 @@ class Ranking:
     # The cheapest job cost among boxes ruled out by memory alone, had the job fitted there
     # (None: none): a memory lever (sizing/levers.py) can only help when it beats the winner.
     memory_blocked_cost: float | None = None
+    shape: dict[str, int] = field(default_factory=dict)  # the input size as planned
 
 
 def _clouds(options: PlanOptions) -> tuple[str, ...]:
@@ -260,6 +262,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         warnings=warnings,
         clouds=preference,
         memory_blocked_cost=blocked,
+        shape=planned_shape(arch, job),
     )
 
 
@@ -479,8 +482,11 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
     priced = winners(ranking, options)
     choice, alternatives = priced[0], priced[1 : 1 + options.alternatives]
     memory = ranking.memory_by_count[choice.gpu_count]
+    job = ranking.job.with_gpus(choice.gpu_count).to_dict()
+    if ranking.samples_assumed:
+        job["samples"] = ranking.samples  # what was planned, not null
     return Plan(
-        job=ranking.job.with_gpus(choice.gpu_count).to_dict(),
+        job=job,
         estimate={
             "parameters": memory.parameters,
             "memory": memory.to_dict()["memory"],
@@ -494,6 +500,14 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
         alternatives=alternatives,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         clouds=ranking.clouds.to_list() if ranking.clouds else [],
+        assumptions=plan_assumptions(
+            ranking.job,
+            ranking.samples,
+            ranking.samples_assumed,
+            ranking.shape,
+            SETUP_HOURS,
+            [choice, *alternatives],
+        ),
     )
 
 
