@@ -3,13 +3,18 @@
 JSON contract (read by other tools; keep it stable):
 {"model": str, "job": {JobSpec fields}, "parameters": int, "trainable_parameters": int,
  "memory": {"parameters_bytes": int, "gradients_bytes": int, "optimizer_bytes": int,
-            "activations_bytes": int, "overhead_bytes": int, "total_bytes": int},
+            "activations_bytes": int, "overhead_bytes": int, "total_bytes": int,
+            "peak_bytes": int, "peak_phase": "forward" | "loss" | "backward" | "optimizer",
+            "phases": {phase: int}},
  "activations_source": "analytic" | "trace",
- "assumptions": {"cuda_context_gib": float, "cuda_context_basis": str,
-                 "allocator_fragmentation": float, "fused_cross_entropy": bool,
-                 "activation_offload": bool},
+ "assumptions": {"cuda_context_gib": float, "cuda_context_basis": str, "stack": str,
+                 "stack_basis": str, "allocator_reserve_fraction": float,
+                 "optimizer_implementation": str, "gradients_persist_between_steps": bool,
+                 "fused_cross_entropy": bool, "activation_offload": bool},
  "warnings": [str, ...]}
-All byte counts are for ONE GPU of the job's data-parallel group.
+All byte counts are for ONE GPU of the job's data-parallel group. The first four are the sizes
+of each kind of tensor; total = peak_bytes (the step's largest phase, allocated) + overhead
+(CUDA context, allocator reserve, communication buffers): docs/memory-model.md, "Peak".
 """
 
 from __future__ import annotations
@@ -31,8 +36,6 @@ PARTS = (
     ("gradients", "gradients_bytes"),
     ("optimizer states", "optimizer_bytes"),
     ("activations", "activations_bytes"),
-    ("overhead", "overhead_bytes"),
-    ("total", "total_bytes"),
 )
 
 
@@ -91,7 +94,14 @@ def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: 
     )
     values = memory.to_dict()["memory"]
     rows = [[label, f"{values[key] / GIB:,.2f}"] for label, key in PARTS]
+    phases = ", ".join(f"{name} {size / GIB:,.2f}" for name, size in values["phases"].items())
+    rows += [
+        [f"step peak ({memory.peak_phase})", f"{memory.peak_bytes / GIB:,.2f}"],
+        ["overhead", f"{memory.overhead_bytes / GIB:,.2f}"],
+        ["total", f"{memory.total_bytes / GIB:,.2f}"],
+    ]
     body = table(["per GPU", "GiB"], rows, right={1})
+    body += f"\nphases (allocated GiB): {phases}; total = step peak + overhead"
     lines = [header, "", body, f"activations: {activation_source(arch, job)}"]
     lines += ["", describe_overhead(job)]
     lines += [f"warning: {w}" for w in warnings]

@@ -51,6 +51,8 @@ class JobSpec:
     # Micro-batches per optimizer step (gradient accumulation): the effective batch is
     # batch x grad_accum x GPUs.
     grad_accum: int = 1
+    # Memory-side runtime stack (sizing/runtime_stack.py); None: the one `stack` implies.
+    memory_stack: str | None = None
 
     def with_gpus(self, gpus: int) -> JobSpec:
         return replace(self, gpus=gpus)

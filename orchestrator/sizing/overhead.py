@@ -7,8 +7,9 @@ activation footprint (fused cross-entropy, activation offload).
     CUDA context (driver, PyTorch's and cuBLAS/cuDNN's kernels)  +  reserved by the allocator
 
 and `torch.cuda.max_memory_reserved()` is the second term only. Both parts are modelled here;
-benchmarks/memory_peaks.py checks the totals against published measured peaks and reports the
-leave-one-out error of the one fitted constant (FRAGMENTATION). docs/accuracy.md has the table.
+benchmarks/memory_peaks.py checks the totals against measured peaks and reports the
+leave-one-out error of each stack's one fitted constant (the reserve fraction,
+sizing/runtime_stack.py). docs/accuracy.md has the table.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from orchestrator.records import record
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.runtime_stack import runtime_stack
 
 GIB = 1024**3
 
@@ -34,17 +36,14 @@ GIB = 1024**3
 # Driver Version Requirement", read 2026-12-03:
 # https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/lazy-loading.html );
 # it is on by default from CUDA 12.2 on Linux.
-CONTEXT_LAZY_GIB = 0.5
+# A training process adds the kernels loaded during its first steps (cuBLAS, autograd's): on
+# the H200 of 2026-12-04 (CUDA 13.0, PyTorch 2.11, lazy loading) 0.51 GiB after
+# initialisation became 0.75 GiB at every job's peak (NVML used minus max_memory_reserved;
+# runtime_stack.HF_EAGER), so a lazily loading box is taken at that measured 0.75 GiB.
+CONTEXT_LAZY_GIB = 0.75
 CONTEXT_EAGER_GIB = 1.3
 LAZY_LOADING_MIN_DRIVER = 515
 DEFAULT_CONTEXT_GIB = CONTEXT_LAZY_GIB
-DEFAULT_CONTEXT_BASIS = "assumed: CUDA 12 with lazy module loading"
-
-# The caching allocator rounds requests to its block sizes and keeps freed blocks for reuse;
-# the reserve above the allocated peak grows with the per-step (activation) footprint.
-# Fitted on published nvidia-smi peaks (benchmarks/memory_peaks.py prints the fit and its
-# leave-one-out error); applied to activations plus the largest transient buffer.
-FRAGMENTATION = 0.22
 
 
 @record
@@ -70,21 +69,24 @@ def context_for_driver(driver_version: str) -> ContextAssumption | None:
 
 
 def context_assumption(job: JobSpec) -> ContextAssumption:
-    """The job's CUDA context: the user's figure (or a box's check) when given, else default."""
+    """The job's CUDA context: the user's figure (or a box's check) when given, else the
+    figure measured for the job's runtime stack."""
     if job.cuda_context_gib is not None:
         return ContextAssumption(job.cuda_context_gib, job.cuda_context_basis or "given")
-    return ContextAssumption(DEFAULT_CONTEXT_GIB, DEFAULT_CONTEXT_BASIS)
+    stack = runtime_stack(job.memory_stack)
+    return ContextAssumption(stack.context_gib, f"measured, {stack.basis}")
 
 
-def allocator_reserve_bytes(activations: float, transient: float) -> float:
-    """Reserved-but-unallocated memory at the peak (fragmentation of per-step tensors)."""
-    return FRAGMENTATION * (activations + transient)
+def allocator_reserve_bytes(job: JobSpec, allocated_peak: float) -> float:
+    """Reserved-but-unallocated memory at the peak: the caching allocator's rounding and the
+    freed blocks it keeps, a measured fraction of the allocated peak for the job's stack."""
+    return runtime_stack(job.memory_stack).reserve_fraction * allocated_peak
 
 
 def assumptions(job: JobSpec) -> dict[str, Any]:
     """What the overhead terms assume, for the estimate's text and JSON."""
     out = context_assumption(job).to_dict()
-    out["allocator_fragmentation"] = FRAGMENTATION
+    out.update(runtime_stack(job.memory_stack).to_dict())
     out["fused_cross_entropy"] = job.fused_ce
     out["activation_offload"] = job.activation_offload
     return out
@@ -93,10 +95,15 @@ def assumptions(job: JobSpec) -> dict[str, Any]:
 def describe(job: JobSpec) -> str:
     """One line for the estimate table."""
     ctx = context_assumption(job)
-    knobs = [k for k, on in (("fused CE", job.fused_ce), ("activation offload",
-             job.activation_offload)) if on]
+    stack = runtime_stack(job.memory_stack)
+    knobs = [
+        k
+        for k, on in (("fused CE", job.fused_ce), ("activation offload", job.activation_offload))
+        if on
+    ]
     extra = f"; {', '.join(knobs)}" if knobs else ""
     return (
         f"overhead assumes a {ctx.gib:.2f} GiB CUDA context ({ctx.basis}; --cuda-context-gib "
-        f"to change) and allocator reserve of {FRAGMENTATION:.0%} of activations{extra}"
+        f"to change) and an allocator reserve of {stack.reserve_fraction:.0%} of the "
+        f"allocated peak ({stack.name} stack){extra}"
     )

@@ -45,10 +45,11 @@ def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(out)  # exactly one JSON object
     assert {"model", "job", "parameters", "memory", "warnings"} <= set(data)
     assert isinstance(data["parameters"], int) and data["parameters"] == 6_738_415_616
-    assert set(data["memory"]) == set(PARTS)
-    assert all(type(v) is int for v in data["memory"].values())
+    assert set(data["memory"]) == {*PARTS, "peak_bytes", "peak_phase", "phases"}
+    assert data["memory"]["peak_phase"] in data["memory"]["phases"]
+    assert all(type(v) is int for k, v in data["memory"].items() if k.endswith("_bytes"))
     memory = data["memory"]
-    assert memory["total_bytes"] == sum(memory[p] for p in PARTS[:-1])
+    assert memory["total_bytes"] == memory["peak_bytes"] + memory["overhead_bytes"]
     assert data["job"]["batch"] == 2 and data["job"]["seq"] == 1024
     assert data["warnings"] == []
 
