@@ -19,7 +19,7 @@ from orchestrator.sizing.activations import activation_bytes, saved_activations
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.quantized import quantized_weight_bytes
-from orchestrator.sizing.runtime_stack import RuntimeStack, runtime_stack
+from orchestrator.sizing.runtime_stack import RuntimeStack, stack_of
 from orchestrator.sizing.step_phases import (
     PHASES,
     Resident,
@@ -187,7 +187,7 @@ def _comm_bytes(arch: Architecture, job: JobSpec, grads: float) -> tuple[float, 
 def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
     """Peak memory of one GPU for one training step of `job`: the largest phase of the step
     (sizing/step_phases.py), plus the CUDA context and the allocator's reserve."""
-    stack = runtime_stack(job.memory_stack)
+    stack = stack_of(job)
     resident, trainable = _resident(arch, job, stack)
     saved = saved_activations(arch, job)
     phases = step_phases(arch, job, resident, saved, stack)

@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.records import record
 from orchestrator.sizing.job import JobSpec
-from orchestrator.sizing.runtime_stack import runtime_stack
+from orchestrator.sizing.runtime_stack import stack_of
 
 GIB = 1024**3
 
@@ -73,20 +73,20 @@ def context_assumption(job: JobSpec) -> ContextAssumption:
     figure measured for the job's runtime stack."""
     if job.cuda_context_gib is not None:
         return ContextAssumption(job.cuda_context_gib, job.cuda_context_basis or "given")
-    stack = runtime_stack(job.memory_stack)
+    stack = stack_of(job)
     return ContextAssumption(stack.context_gib, f"measured, {stack.basis}")
 
 
 def allocator_reserve_bytes(job: JobSpec, allocated_peak: float) -> float:
     """Reserved-but-unallocated memory at the peak: the caching allocator's rounding and the
     freed blocks it keeps, a measured fraction of the allocated peak for the job's stack."""
-    return runtime_stack(job.memory_stack).reserve_fraction * allocated_peak
+    return stack_of(job).reserve_fraction * allocated_peak
 
 
 def assumptions(job: JobSpec) -> dict[str, Any]:
     """What the overhead terms assume, for the estimate's text and JSON."""
     out = context_assumption(job).to_dict()
-    out.update(runtime_stack(job.memory_stack).to_dict())
+    out.update(stack_of(job).to_dict())
     out["fused_cross_entropy"] = job.fused_ce
     out["activation_offload"] = job.activation_offload
     return out
@@ -95,7 +95,7 @@ def assumptions(job: JobSpec) -> dict[str, Any]:
 def describe(job: JobSpec) -> str:
     """One line for the estimate table."""
     ctx = context_assumption(job)
-    stack = runtime_stack(job.memory_stack)
+    stack = stack_of(job)
     knobs = [
         k
         for k, on in (("fused CE", job.fused_ce), ("activation offload", job.activation_offload))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.records import record
+from orchestrator.sizing.job import JobSpec
 
 
 @record
@@ -19,7 +20,7 @@ class RuntimeStack:
     name: str
     context_gib: float  # CUDA context at the training peak, as nvidia-smi counts it
     reserve_fraction: float  # reserved-but-unallocated, per byte of the allocated peak
-    optimizer_impl: str  # "foreach": one state-sized temporary; "for-loop": one tensor's
+    optimizer_impl: str  # "foreach": a state-sized temporary; "for-loop": one tensor's; "fused"
     grads_persist: bool  # zero_grad() keeps the gradients allocated (set_to_none=False)
     basis: str
 
@@ -64,9 +65,29 @@ HF_TRAINER_2022 = RuntimeStack(
     basis="PyTorch 1.x / CUDA 11.2, transformers 4.2x Trainer (adamw_hf); V100 peaks of 2022",
 )
 
-STACKS = {s.name: s for s in (HF_EAGER, HF_TRAINER_2022)}
+# `--stack optimised` (compiled or fused kernels, sizing/stacks.py): a fused AdamW
+# (torch.optim.AdamW(fused=True), one kernel per tensor group, no state-sized temporary); the
+# CUDA stack's context and reserve are taken from the measured eager stack (no optimised run
+# has been measured for memory yet).
+HF_OPTIMISED = RuntimeStack(
+    name="optimised",
+    context_gib=HF_EAGER.context_gib,
+    reserve_fraction=HF_EAGER.reserve_fraction,
+    optimizer_impl="fused",
+    grads_persist=False,
+    basis="fused AdamW; context and reserve assumed as measured for hf-eager (H200 2026-12-04)",
+)
+
+STACKS = {s.name: s for s in (HF_EAGER, HF_TRAINER_2022, HF_OPTIMISED)}
 DEFAULT_STACK = HF_EAGER.name
 
 
 def runtime_stack(name: str | None) -> RuntimeStack:
     return STACKS[name or DEFAULT_STACK]
+
+
+def stack_of(job: JobSpec) -> RuntimeStack:
+    """The job's memory stack: named, or the one its implementation class (--stack) implies."""
+    if job.memory_stack:
+        return STACKS[job.memory_stack]
+    return HF_OPTIMISED if job.stack == "optimised" else HF_EAGER

@@ -118,6 +118,8 @@ def optimizer_temporary_bytes(
     if job.optimizer in ("adam", "adamw"):
         if stack.optimizer_impl == "foreach":
             return states / 2
+        if stack.optimizer_impl == "fused":  # one kernel updates in place (fused=True)
+            return 0.0
         return _largest_trainable(arch, job) * dtypes(job.precision).state
     if job.optimizer == "adafactor":
         return _largest_trainable(arch, job) * 4 * 2

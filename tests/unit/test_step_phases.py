@@ -55,6 +55,11 @@ def test_optimizer_phase_dominates_when_activations_are_tiny() -> None:
     )
     loop = estimate_memory(LLAMA8B, replace(job, memory_stack="hf-trainer-2022"))
     assert loop.phases["optimizer"] < m.phases["optimizer"] - m.optimizer_bytes / 4
+    fused = estimate_memory(LLAMA8B, replace(job, stack="optimised"))  # fused AdamW
+    assert fused.phases["optimizer"] == pytest.approx(
+        m.phases["optimizer"] - m.optimizer_bytes / 2, abs=4
+    )
+    assert fused.assumptions["optimizer_implementation"] == "fused"
 
 
 def test_states_and_gradients_never_add_to_the_activation_peak() -> None:
@@ -91,4 +96,4 @@ def test_gelu_new_under_autocast_keeps_fp32_intermediates() -> None:
 def test_every_stack_states_its_basis() -> None:
     for stack in STACKS.values():
         assert stack.basis and 0 < stack.reserve_fraction < 0.2 and stack.context_gib > 0
-        assert stack.optimizer_impl in ("foreach", "for-loop")
+        assert stack.optimizer_impl in ("foreach", "for-loop", "fused")
