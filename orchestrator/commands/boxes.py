@@ -20,6 +20,12 @@ from orchestrator.commands.check_options import (
 from orchestrator.commands.ci_runner_options import ci_runner_options, runner_from_options
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.job_options import job_from_options, job_options
+from orchestrator.commands.launch_guard import (
+    DEFAULT_TTL,
+    confirm_launch,
+    warn_no_expiry,
+    yes_option,
+)
 from orchestrator.commands.selection_options import (
     explicit,
     selection_from_options,
@@ -84,8 +90,11 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
 @click.option("--name", required=True, help="Box name: a-z, 0-9, '-', at most 39 characters.")
 @click.option(
     "--ttl",
+    default=DEFAULT_TTL,
+    show_default=True,
+    metavar="DURATION",
     help="Box lifetime (30m, 2h, 1d; at most 30d): sets orch:expires-at and a timer."
-    " `--ttl none` for no expiry (an empty value is an error).",
+    " `--ttl none` for no expiry (warned about; an empty value is an error).",
 )
 @click.option(
     "--ssh-cidr",
@@ -118,6 +127,7 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
 )
 @ci_runner_options
 @click.option("--json", "as_json", is_flag=True, help="Print the box as one JSON object.")
+@yes_option
 @job_options
 @up_selection_options
 def up(
@@ -137,6 +147,7 @@ def up(
     ssh_config: str | None,
     ssh_alias: bool,
     as_json: bool,
+    yes: bool,
     **kwargs: Any,
 ) -> None:
     """Create a box from a plan (the choice, then its alternatives on capacity errors), then
@@ -181,6 +192,8 @@ def up(
     from orchestrator.provision.preflight import preflight
 
     plan = preflight(plan, make_say(as_json))  # credentials: exit 2 before any record
+    warn_no_expiry(name, ttl, make_say(False))  # under --json too: it is on stderr
+    confirm_launch(plan, name, ttl, yes)  # in a terminal, without --yes: asks first
     if not cidrs:
         cidrs = [lifecycle.discover_caller_cidr()]
     options = lifecycle.UpOptions(
@@ -214,6 +227,7 @@ def up(
             "ssh_user",
             "ssh_command",
             "expires_at",
+            "ttl",
             "box_dir",
             "state_url",
             "attempts",
@@ -378,7 +392,7 @@ def _list(as_json: bool) -> None:
 def _expiry(expires_at: str | None) -> str:
     """The expiry with the time left (or how long ago it passed)."""
     if not expires_at:
-        return "never (no --ttl)"
+        return "never (--ttl none)"
     try:
         when = datetime.strptime(expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:

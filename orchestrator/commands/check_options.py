@@ -10,13 +10,17 @@ from typing import Any, TypeVar
 
 import click
 
+from orchestrator.commands.duration_type import DURATION
 from orchestrator.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 VIA_CHOICES = ("ssh", "ssm", "cloud-assistant")
 VIA_CHOICE = click.Choice(VIA_CHOICES)
-DEFAULT_CHECK_TIMEOUT = 600
+# How long a GPU check keeps retrying while the box boots: the same for `orch check`, `up`,
+# `run` and the pool (a box with drivers to install takes minutes; too short a wait fails a
+# run and destroys a box that was about to answer).
+DEFAULT_CHECK_TIMEOUT = "15m"
 DAY_S = 86400.0
 
 
@@ -34,11 +38,11 @@ def check_timeout_option(flag: str = "--timeout", dest: str = "timeout") -> Call
     return click.option(
         flag,
         dest,
-        type=click.FloatRange(min=1),
-        metavar="SECONDS",
+        type=DURATION,
         default=DEFAULT_CHECK_TIMEOUT,
         show_default=True,
-        help="Seconds the GPU check keeps retrying while the box boots.",
+        help="How long the GPU check keeps retrying while the box boots (30s, 10m; a bare"
+        " number is seconds).",
     )
 
 

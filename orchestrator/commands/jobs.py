@@ -14,6 +14,7 @@ import click
 
 from orchestrator.commands.check_options import ssh_config_option
 from orchestrator.commands.console import make_progress, make_say
+from orchestrator.commands.duration_type import DURATION
 from orchestrator.errors import EXIT_FAILURE, OrchError
 
 run_option = click.option("--run", "run_id", metavar="RUN_ID", help="A run other than the newest.")
@@ -64,7 +65,9 @@ def logs(name: str, follow: bool, run_id: str | None, ssh_config: str | None) ->
 @click.command("wait")
 @click.argument("name")
 @run_option
-@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long.")
+@click.option(
+    "--timeout", type=DURATION, help="Give up after this long (2h, 90m; a bare number is seconds)."
+)
 @ssh_config_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def wait(
@@ -76,7 +79,7 @@ def wait(
     \b
     Examples:
       orch wait exp2
-      orch wait exp2 --timeout 36000 --json
+      orch wait exp2 --timeout 10h --json
     """
     from orchestrator.provision import lifecycle
     from orchestrator.run import record, remote, shell, sync

@@ -7,9 +7,14 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
+from orchestrator.commands.check_options import (
+    DAY_S,
+    bounded,
+    check_timeout_option,
+    ssh_config_option,
+)
 from orchestrator.commands.console import make_progress, make_say
-from orchestrator.commands.durations import parse_hours
+from orchestrator.commands.durations import parse_seconds
 from orchestrator.errors import OrchError, UsageError
 
 store_option = click.option(
@@ -23,7 +28,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 
 def _seconds(option: str, text: str, low: float, high: float) -> float:
     """A duration (30s, 10m, 2h, 1d; a bare number is seconds); "0" where low allows it."""
-    value = 0.0 if text.strip() in ("0", "0s") else parse_hours(text, option, "s") * 3600
+    value = parse_seconds(text, option, "s", allow_zero=low == 0)
     return bounded(option, value, low=low, high=high)
 
 
@@ -54,14 +59,22 @@ def pool() -> None:
 @click.option("--plan", "plan_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--min", "minimum", type=int, default=1, show_default=True, help="Boxes kept warm.")
 @click.option("--max", "maximum", type=int, default=4, show_default=True, help="Most boxes.")
-@click.option("--idle", default="30m", show_default=True, help="Destroy boxes idle longer than"
-              " this, above --min (at `reconcile`).")  # fmt: skip
-@click.option("--ttl", default="8h", show_default=True, help="Each box's lifetime (its expiry).")
-@click.option("--lease-ttl", default="2h", show_default=True, help="Default lease length.")
+@click.option("--idle", default="30m", metavar="DURATION", show_default=True,
+              help="Destroy boxes idle longer than this, above --min (`reconcile`).")  # fmt: skip
+@click.option(
+    "--ttl",
+    default="8h",
+    metavar="DURATION",
+    show_default=True,
+    help="Each box's lifetime (its expiry).",
+)
+@click.option(
+    "--lease-ttl", default="2h", metavar="DURATION", show_default=True, help="Default lease length."
+)
 @click.option("--ssh-cidr", "ssh_cidrs", multiple=True, help="IPv4 block allowed to SSH in.")
 @click.option("--allow-world-ssh", is_flag=True, help="Permit --ssh-cidr wider than a /8.")
 @click.option("--spot-bid", type=float, metavar="USD/h", help="Most to pay per hour (spot).")
-@click.option("--check-timeout", type=float, default=900.0, show_default=True)
+@check_timeout_option("--check-timeout", "check_timeout")
 @store_option
 @ssh_config_option()
 @json_option
@@ -120,11 +133,17 @@ def create(name: str, plan_path: str, minimum: int, maximum: int, idle: str, ttl
 
 @pool.command("lease")
 @click.argument("name")
-@click.option("--wait", default="10m", show_default=True, help="How long to wait for a box.")
-@click.option("--lease-ttl", help="Lease length (default: the pool's).")
+@click.option(
+    "--wait",
+    default="10m",
+    metavar="DURATION",
+    show_default=True,
+    help="How long to wait for a box.",
+)
+@click.option("--lease-ttl", metavar="DURATION", help="Lease length (default: the pool's).")
 @store_option
 @ssh_config_option()
-@click.option("--check-timeout", type=float, default=900.0, show_default=True)
+@check_timeout_option("--check-timeout", "check_timeout")
 @json_option
 def lease(name: str, wait: str, lease_ttl: str | None, store_url: str | None,
           ssh_config: str | None, check_timeout: float, as_json: bool) -> None:  # fmt: skip
@@ -216,7 +235,7 @@ def status(name: str, store_url: str | None, as_json: bool) -> None:
 @click.argument("name")
 @store_option
 @ssh_config_option()
-@click.option("--check-timeout", type=float, default=900.0, show_default=True)
+@check_timeout_option("--check-timeout", "check_timeout")
 @json_option
 def reconcile(name: str, store_url: str | None, ssh_config: str | None, check_timeout: float,
               as_json: bool) -> None:  # fmt: skip
@@ -271,7 +290,7 @@ def delete(name: str, force: bool, store_url: str | None, as_json: bool) -> None
 @click.argument("box")
 @store_option
 @ssh_config_option()
-@click.option("--check-timeout", type=float, default=900.0)
+@check_timeout_option("--check-timeout", "check_timeout")
 def provision(name: str, box: str, store_url: str | None, ssh_config: str | None,
               check_timeout: float) -> None:  # fmt: skip
     """Start one box whose entry is `provisioning` (run by create, lease and reconcile)."""

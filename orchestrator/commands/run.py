@@ -10,13 +10,25 @@ from typing import Any
 import click
 
 from orchestrator.commands.boxes import _plan_from_options, parse_tags
-from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
+from orchestrator.commands.check_options import (
+    DAY_S,
+    bounded,
+    check_timeout_option,
+    ssh_config_option,
+)
 from orchestrator.commands.console import make_progress, make_say
+from orchestrator.commands.duration_type import DURATION, DURATION_OR_ZERO
 from orchestrator.commands.job_options import job_options
+from orchestrator.commands.launch_guard import (
+    DEFAULT_TTL,
+    confirm_launch,
+    warn_no_expiry,
+    yes_option,
+)
 from orchestrator.commands.selection_options import up_selection_options
 from orchestrator.errors import UsageError
 
-DEFAULT_RUN_TTL = "12h"
+DEFAULT_RUN_TTL = DEFAULT_TTL
 
 
 @click.command(
@@ -29,11 +41,10 @@ DEFAULT_RUN_TTL = "12h"
 @click.option("--pool-store", metavar="s3://BUCKET/PREFIX", help="Where the pool's record is.")
 @click.option(
     "--lease-wait",
-    type=float,
-    default=600.0,
+    type=DURATION_OR_ZERO,
+    default="10m",
     show_default=True,
-    metavar="SECONDS",
-    help="With --pool: how long to wait for a free box.",
+    help="With --pool: how long to wait for a free box (as `orch pool lease --wait`).",
 )
 @click.option("--name", help="Name of the box the run creates (default: the run id).")
 @click.option(
@@ -71,10 +82,9 @@ DEFAULT_RUN_TTL = "12h"
 @click.option("--store", help="s3://bucket/prefix the checkpoints are uploaded to (S3 or OSS).")
 @click.option(
     "--checkpoint-interval",
-    type=float,
-    default=300.0,
+    type=DURATION,
+    default="5m",
     show_default=True,
-    metavar="SECONDS",
     help="How often the box uploads a changed checkpoint folder.",
 )
 @click.option(
@@ -92,20 +102,23 @@ DEFAULT_RUN_TTL = "12h"
 )
 @click.option(
     "--watch-interval",
-    type=float,
-    metavar="SECONDS",
-    help="How often the cloud is asked whether the box still runs (default 15, 5 with"
+    type=DURATION,
+    help="How often the cloud is asked whether the box still runs (default 15s, 5s with"
     " --spot-recovery).",
 )
 @click.option(
     "--ssh-lost-after",
-    type=float,
-    default=300.0,
+    type=DURATION,
+    default="5m",
     show_default=True,
-    metavar="SECONDS",
     help="SSH silent this long (and the cloud says the box runs): give up.",
 )
-@click.option("--ttl", help=f"Lifetime of a box the run creates (default {DEFAULT_RUN_TTL}).")
+@click.option(
+    "--ttl",
+    metavar="DURATION",
+    help=f"Lifetime of a box the run creates (default {DEFAULT_RUN_TTL}; `none`: it never"
+    " expires, warned about).",
+)
 @click.option("--ssh-cidr", "ssh_cidrs", multiple=True, help="IPv4 block allowed to SSH in.")
 @click.option("--allow-world-ssh", is_flag=True, help="Permit --ssh-cidr wider than a /8.")
 @click.option("--state", "state_url", help="Keep Terraform state in s3://bucket/prefix.")
@@ -113,14 +126,7 @@ DEFAULT_RUN_TTL = "12h"
 @click.option("--subnet-id", help="Launch in this subnet instead of the default VPC.")
 @click.option("--spot-bid", type=float, metavar="USD/h", help="Most to pay per hour (spot).")
 @click.option("--no-check", is_flag=True, help="Skip the GPU check before the job starts.")
-@click.option(
-    "--check-timeout",
-    type=float,
-    default=900.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Seconds the GPU check keeps retrying while the box boots.",
-)
+@check_timeout_option("--check-timeout", "check_timeout")
 @ssh_config_option()
 @click.option("--ssh-alias", is_flag=True, help="Write `Host orch-NAME` to your ssh_config.")
 @click.option(
@@ -129,6 +135,7 @@ DEFAULT_RUN_TTL = "12h"
     is_flag=True,
     help="Print the report as JSON on stdout (CMD's output goes to stderr).",
 )
+@yes_option
 @job_options
 @up_selection_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -236,6 +243,8 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
     from orchestrator.provision.preflight import preflight
 
     plan = preflight(plan, make_say(options["as_json"]))  # credentials: exit 2, no record
+    warn_no_expiry(name, ttl, make_say(False))
+    confirm_launch(plan, name, ttl, options["yes"])  # in a terminal, without --yes: asks
     if not cidrs:
         cidrs = [lifecycle.discover_caller_cidr()]
     up_options = lifecycle.UpOptions(

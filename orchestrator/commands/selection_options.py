@@ -63,7 +63,10 @@ SELECTION_OPTIONS = (
     Option(("--spot",), "spot", "flag", help="Also consider spot capacity (ranked together)."),
     MAX_PRICE,
     Option(
-        ("--deadline",), "deadline", help="The job must finish within this time (e.g. 6h, 90m)."
+        ("--deadline",),
+        "deadline",
+        metavar="DURATION",
+        help="The job must finish within this time (6h, 90m; a bare number is hours).",
     ),
     Option(
         ("--headroom",),

@@ -96,6 +96,8 @@ class Box:
     # `up --ci-runner`: what `down` needs to remove the registration (kind, api_url, repo, name,
     # label; GitLab also project_id, runner_id). Never a token (orchestrator/ci_runner).
     ci_runner: dict[str, Any] | None = None
+    # The lifetime asked for ("12h"; "none": no expiry, asked for explicitly with --ttl none).
+    ttl: str | None = None
 
     @property
     def key_path(self) -> Path:
@@ -130,6 +132,7 @@ class Box:
             "runner": self.runner,
             "claim_id": self.claim_id,
             "ci_runner": self.ci_runner,
+            "ttl": self.ttl,
         }
 
     @classmethod
@@ -152,6 +155,7 @@ class Box:
                 runner=data.get("runner") if isinstance(data.get("runner"), dict) else None,
                 claim_id=data.get("claim_id") if isinstance(data.get("claim_id"), str) else None,
                 ci_runner=data["ci_runner"] if isinstance(data.get("ci_runner"), dict) else None,
+                ttl=data["ttl"] if isinstance(data.get("ttl"), str) else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise OrchError(f"box record {directory / RECORD} is damaged: {exc}") from None

@@ -61,8 +61,7 @@ Say = Callable[[str], None]
 
 CHECKIP_URL = "https://checkip.amazonaws.com"
 MAX_TTL = timedelta(days=30)
-_TTL_RE = re.compile(r"\s*([0-9]{1,9})\s*([mhd])\s*")  # ASCII digits; 9 of them cannot overflow
-_TTL_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+MIN_TTL = timedelta(minutes=1)
 NO_EXPIRY = "none"  # `--ttl none`: the one spelling of "no expiry" (an empty value is an error)
 # The widest --ssh-cidr union allowed without --allow-world-ssh: a /8's worth of IPv4
 # addresses. IPv6 blocks are refused outright today (the box modules take IPv4 ingress only);
@@ -77,15 +76,21 @@ Location = state_backend.StateLocation | None  # where a box's remote state live
 
 
 def parse_ttl(text: str) -> timedelta:
-    match = _TTL_RE.fullmatch(text) if isinstance(text, str) else None
-    if not match or int(match.group(1)) == 0:
-        raise UsageError(
-            f"bad --ttl {text!r}",
-            hint=f"use a number and a unit m, h or d (30m, 2h, 1d), or --ttl {NO_EXPIRY}",
-        )
-    ttl = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
-    if ttl > MAX_TTL:
+    """A box lifetime in the one duration format (commands/durations.py); a unit is required."""
+    from orchestrator.commands.durations import parse_seconds
+
+    hint = f"use a number and a unit (30m, 2h, 1d), or --ttl {NO_EXPIRY}"
+    if not isinstance(text, str) or not text.strip()[-1:].isalpha():
+        raise UsageError(f"bad --ttl {text!r}", hint=hint)
+    try:
+        seconds = parse_seconds(text, "--ttl")
+    except UsageError:
+        raise UsageError(f"bad --ttl {text!r}", hint=hint) from None
+    if seconds < MIN_TTL.total_seconds():
+        raise UsageError(f"--ttl {text} is shorter than a minute", hint=hint)
+    if seconds > MAX_TTL.total_seconds():
         raise UsageError(f"--ttl {text} is longer than {MAX_TTL.days} days")
+    ttl = timedelta(seconds=seconds)
     return ttl
 
 
@@ -441,6 +446,7 @@ def _box_for_up(
         # Re-running a failed/interrupted box: same key and record, new expiry if asked.
         if expires_at:
             box.expires_at = expires_at
+        box.ttl = options.ttl
         if options.ci_runner is not None:
             box.ci_runner = options.ci_runner.record
         if location is not None:
@@ -457,6 +463,7 @@ def _box_for_up(
         state="creating",
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         expires_at=expires_at,
+        ttl=options.ttl,
         outputs={},
         owner=options.owner or default_owner(),
         state_url=state_url,
@@ -871,6 +878,7 @@ def box_summary(box: Box) -> dict[str, object]:
         else None,  # None too when the record's user or host is not safe to print
         "created_at": box.created_at,
         "expires_at": box.expires_at,
+        "ttl": box.ttl,
         "owner": box.owner,
         "state_url": box.state_url,
         "box_dir": str(box.directory),

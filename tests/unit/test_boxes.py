@@ -234,7 +234,13 @@ def test_a_failing_ssh_keygen_is_one_error(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     ("text", "delta"),
-    [("30m", timedelta(minutes=30)), ("2h", timedelta(hours=2)), ("1d", timedelta(days=1))],
+    [
+        ("30m", timedelta(minutes=30)),
+        ("2h", timedelta(hours=2)),
+        ("1d", timedelta(days=1)),
+        ("1.5h", timedelta(minutes=90)),  # the one duration format (commands/durations.py)
+        ("90s", timedelta(seconds=90)),
+    ],
 )
 def test_ttl(text, delta):
     now = datetime(2026, 12, 2, 19, 0, tzinfo=UTC)
@@ -243,7 +249,7 @@ def test_ttl(text, delta):
     assert lifecycle.expires_at_for(text, now) == expected
 
 
-@pytest.mark.parametrize("text", ["", "2", "2x", "0h", "-1h", "1.5h", "31d", "2 hours"])
+@pytest.mark.parametrize("text", ["", "2", "2x", "0h", "-1h", "30s", "31d", "2 hours", "1e3h"])
 def test_bad_ttl(text):
     with pytest.raises(UsageError, match="--ttl"):
         lifecycle.parse_ttl(text)
