@@ -160,16 +160,20 @@ def test_offer_shows_box_price_lifetime_and_job_cost():
     assert "never expires" in never
 
 
-@pytest.mark.parametrize(("answer", "goes_on"), [("y\n", True), ("yes\n", True), ("n\n", False),
-                                                 ("\n", False), ("", False), ("maybe\n", False)])  # fmt: skip
+ANSWERS = [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False), ("", False),
+           ("maybe\n", False)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("answer", "goes_on"), ANSWERS)
 def test_only_yes_goes_on(answer, goes_on):
     plan = type("P", (), {"choice": candidate(), "alternatives": []})()
     err = Terminal()
+    ask = {"stdin": Terminal(answer), "stderr": err}
     if goes_on:
-        launch_guard.confirm_launch(plan, "exp1", "2h", False, stdin=Terminal(answer), stderr=err)
+        launch_guard.confirm_launch(plan, "exp1", "2h", False, **ask)
     else:
         with pytest.raises(OrchError, match="nothing was created") as caught:
-            launch_guard.confirm_launch(plan, "exp1", "2h", False, stdin=Terminal(answer), stderr=err)
+            launch_guard.confirm_launch(plan, "exp1", "2h", False, **ask)
         assert caught.value.exit_code == 1
     assert "Create it? [y/N]" in err.getvalue()
 
