@@ -14,7 +14,7 @@ import os
 import sys
 
 from orchestrator.commands.quick_parse import parse_plain
-from orchestrator.commands.registry import COMMANDS, QUICK_COMMANDS
+from orchestrator.commands.registry import COMMANDS, JOB_FILE, JOB_FILE_COMMANDS, QUICK_COMMANDS
 from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError
 
 # Commands that only compute and print. Once their output is flushed nothing is left to do, so
@@ -70,6 +70,8 @@ def run_quick(args: list[str]) -> int | None:
     command, --help, anything the quick parser declines)."""
     if not args or args[0] not in QUICK_COMMANDS:
         return None
+    if args[0] in JOB_FILE_COMMANDS and os.path.exists(JOB_FILE):
+        return None  # ./orch.yaml gives defaults: click's path reads it (orchestrator/jobfile)
     module_name, attribute, _ = COMMANDS[args[0]]
     command = getattr(importlib.import_module(module_name), attribute)
     parsed = parse_plain(command.options, args[1:])

@@ -98,6 +98,8 @@ class Plan:
     cheaper_if: list[dict[str, Any]] = field(default_factory=list)
     # What the figures rest on: samples (and whether assumed), shape, set-up hours, price dates.
     assumptions: dict[str, Any] = field(default_factory=dict)
+    # The job file the plan came from: {"job_file", "sha256", "git_commit", "git_modified"}.
+    source: dict[str, Any] = field(default_factory=dict)
 
     def candidates(self) -> list[Candidate]:
         """The winner then the alternatives: the failover order for `orch up`."""
@@ -114,6 +116,7 @@ class Plan:
             **({"clouds": self.clouds} if self.clouds else {}),
             **({"cheaper_if": self.cheaper_if} if self.cheaper_if else {}),
             **({"assumptions": self.assumptions} if self.assumptions else {}),
+            **({"source": self.source} if self.source else {}),
         }
 
     @classmethod
@@ -127,6 +130,7 @@ class Plan:
                 choice=Candidate.from_dict(data["choice"]),
                 alternatives=[Candidate.from_dict(c) for c in data.get("alternatives", [])],
                 created_at=str(data["created_at"]),
+                source=dict(data["source"]) if isinstance(data.get("source"), dict) else {},
             )
         except (KeyError, TypeError) as exc:
             raise UsageError(f"plan is incomplete or malformed: {exc}") from None

@@ -32,6 +32,7 @@ from orchestrator.commands.selection_options import (
     up_selection_options,
 )
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError, UsageError
+from orchestrator.jobfile.command import JobFileCommand, job_file_option
 from orchestrator.plan import Plan, read_plan
 
 
@@ -79,13 +80,18 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
         return read_plan(plan_path)
     if not model_given:
         raise UsageError("give --plan plan.json, or a model to plan for (--model ...)")
+    from orchestrator.jobfile.command import file_setting
     from orchestrator.sizing.select import plan_job
+
+    if kwargs.get("max_price") is None:  # the job file's price cap filters here too
+        kwargs = {**kwargs, "max_price": file_setting("max_price")}
 
     job = job_from_options(**kwargs)
     return plan_job(job, selection_from_options(job, explicit("gpus"), **kwargs))
 
 
-@click.command("up")
+@click.command("up", cls=JobFileCommand)
+@job_file_option
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan.json to use.")
 @click.option("--name", required=True, help="Box name: a-z, 0-9, '-', at most 39 characters.")
 @click.option(
@@ -155,6 +161,7 @@ def up(
 
     \b
     Examples:
+      orch up --name exp1                      model, resources, box from ./orch.yaml
       orch up --plan plan.json --name exp1 --ttl 2h
       orch up --model bert-large --spot --spot-bid 0.40 --name exp1 --ttl 90m
       orch up --plan plan.json --name exp1 --ssh-cidr 203.0.113.7/32 --json
@@ -341,54 +348,6 @@ def _forget(name: str, state_url: str | None, force: bool, as_json: bool) -> Non
     click.echo(f"box {box.name} forgotten (its record is removed)")
 
 
-def _rows(boxes: list[Any]) -> list[list[str]]:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    rows = []
-    for box in boxes:
-        expires = box.expires_at or "-"
-        if box.expires_at and box.expires_at < now:
-            expires += " (expired)"
-        rows.append(
-            [
-                box.name,
-                _state_cell(box),
-                box.cloud,
-                box.region,
-                box.candidate.instance_type,
-                box.candidate.market,
-                str((box.outputs or {}).get("public_ip") or "-"),
-                expires,
-            ]
-        )
-    return rows
-
-
-def _state_cell(box: Any) -> str:
-    """The state, with whether a "creating"/"destroying" box is still being worked on."""
-    from orchestrator.provision.liveness import activity
-
-    text = activity(box.name, box.state, box.runner)
-    if text is None:
-        return box.state
-    return f"{box.state} (orch gone)" if "is gone" in text else f"{box.state} (running)"
-
-
-def _list(as_json: bool) -> None:
-    from orchestrator.provision import lifecycle
-    from orchestrator.provision.boxes import list_boxes
-    from orchestrator.textui import table
-
-    boxes = list_boxes()
-    if as_json:
-        click.echo(json.dumps([lifecycle.box_summary(b) for b in boxes], indent=2))
-        return
-    if not boxes:
-        click.echo("no boxes (create one with `orch up`)")
-        return
-    headers = ["name", "state", "cloud", "region", "instance", "market", "public ip", "expires"]
-    click.echo(table(headers, _rows(boxes)))
-
-
 def _expiry(expires_at: str | None) -> str:
     """The expiry with the time left (or how long ago it passed)."""
     if not expires_at:
@@ -472,19 +431,8 @@ def status(name: str | None, as_json: bool) -> None:
     if name is None:
         # Earlier releases listed every box here: keep that working for old scripts.
         warn_deprecated("`orch status` without a NAME", "`orch list`")
-        _list(as_json)
+        from orchestrator.commands.listing import show_list
+
+        show_list(as_json)
         return
     _detail(name, as_json)
-
-
-@click.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
-def list_boxes(as_json: bool) -> None:
-    """List every box in the local registry: state, cloud, region, instance, IP, expiry.
-
-    \b
-    Examples:
-      orch list
-      orch list --json
-    """
-    _list(as_json)

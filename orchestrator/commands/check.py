@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from orchestrator.provision.boxes import Box
 
 
-
 class JsonErrors(click.Command):
     """A command whose every error, click's own usage errors included, honours --json.
 

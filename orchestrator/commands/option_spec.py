@@ -74,6 +74,7 @@ class QuickCommand:
     help: str
     options: tuple[Option, ...]
     run: Callable[..., None]
+    job_file: bool = False  # takes `-f FILE` / ./orch.yaml (orchestrator/jobfile)
 
 
 def refuse_non_finite(options: Iterable[Option], values: dict[str, Any]) -> None:
@@ -130,7 +131,8 @@ def apply_click_options(func: F, options: Iterable[Option]) -> F:
 
 
 def given_on_command_line(names: Iterable[str]) -> frozenset[str]:
-    """Which of these parameters of the running click command the user typed."""
+    """Which of these parameters of the running click command the user gave: typed, or
+    set in the job file (orch.yaml, which reaches click as the command's default_map)."""
     import click
 
     context = click.get_current_context()
@@ -138,7 +140,7 @@ def given_on_command_line(names: Iterable[str]) -> frozenset[str]:
         name
         for name in names
         if (source := context.get_parameter_source(name)) is not None
-        and source.name == "COMMANDLINE"
+        and source.name in ("COMMANDLINE", "DEFAULT_MAP")
     )
 
 
@@ -150,4 +152,9 @@ def click_command(command: QuickCommand) -> Any:
         command.run(given_on_command_line(values), **values)
 
     params = [click.Option([*o.flags, o.name], **_click_settings(o)) for o in command.options]
+    if command.job_file:
+        from orchestrator.jobfile.command import JobFileCommand, job_file_param
+
+        params.append(job_file_param())
+        return JobFileCommand(command.name, callback=callback, params=params, help=command.help)
     return click.Command(command.name, callback=callback, params=params, help=command.help)

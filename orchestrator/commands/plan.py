@@ -44,6 +44,7 @@ HELP = """Pick the instance with the lowest cost per job that fits in GPU memory
       orch plan --model llama-3-8b --lora-rank 16 --gpus 1 -o plan.json
       orch plan --hf-config config.json --cloud aws --region us-east-1 --spot --json
       orch plan --model bert-large --epochs 3 --dataset-size 120000 --max-price 2 --deadline 6h
+      orch plan -f examples/orch.yaml --spot -o plan.json    the job file, a flag on top
     """
 
 OPTIONS = (
@@ -79,6 +80,7 @@ def run_plan(
     result = plan_from_ranking(ranking, options)
     levers = cheaper_if(job, options, ranking)
     result.cheaper_if = [lever.to_dict() for lever in levers]
+    result.source = job_file_source()
     if output:
         write_plan(result, output)
     if as_json:
@@ -91,7 +93,21 @@ def run_plan(
 
 # Run without click on a plain command line (commands/quick_parse.py); `orch plan --help` and
 # any command line the quick parser declines go through click with the same options.
-COMMAND = QuickCommand("plan", HELP, OPTIONS, run_plan)
+COMMAND = QuickCommand("plan", HELP, OPTIONS, run_plan, job_file=True)
+
+
+def job_file_source() -> dict[str, Any]:
+    """Which job file (and revision) this plan came from; {} without one. Only a command
+    that went through click can have one (the quick path declines when orch.yaml exists)."""
+    import sys
+
+    if "orchestrator.jobfile.command" not in sys.modules:
+        return {}
+    from orchestrator.jobfile.command import loaded_job_file
+    from orchestrator.jobfile.source import describe
+
+    loaded = loaded_job_file()
+    return {} if loaded is None else describe(loaded["job"])
 
 
 def best_per_type(candidates: list[Candidate]) -> list[Candidate]:

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "up": ("orchestrator.commands.boxes", "up", "Create a box from a plan."),
     "down": ("orchestrator.commands.boxes", "down", "Destroy a box and all it created."),
     "status": ("orchestrator.commands.boxes", "status", "Show one box in detail."),
-    "list": ("orchestrator.commands.boxes", "list_boxes", "List every box and its state."),
+    "list": ("orchestrator.commands.listing", "list_boxes", "List every box and its state."),
     "check": ("orchestrator.commands.check", "check", "Verify a box's GPUs match its plan."),
     "watch": ("orchestrator.commands.check", "watch", "Show GPU utilisation on a box."),
     "sweep": ("orchestrator.commands.sweep", "sweep", "Destroy expired or leaked boxes."),
@@ -32,7 +32,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "stop": ("orchestrator.commands.jobs", "stop", "Stop the run on a box."),
     "ssh": ("orchestrator.commands.jobs", "ssh", "Open a shell (or run a command) on a box."),
     "pool": ("orchestrator.commands.pool", "pool", "A warm pool of boxes CI jobs lease."),
+    "init": ("orchestrator.commands.init", "init", "Write an example job file (orch.yaml)."),
+    "completion": (
+        "orchestrator.commands.completion",
+        "completion",
+        "Print the shell completion script (bash, zsh, fish).",
+    ),
 }
 
 # Commands that may run without click: their module's COMMAND is a QuickCommand.
 QUICK_COMMANDS = frozenset({"plan", "estimate"})
+
+# Commands that take a job file: `-f FILE`, else this file in the working directory.
+JOB_FILE = "orch.yaml"
+JOB_FILE_COMMANDS = frozenset({"plan", "up", "run"})

@@ -27,14 +27,17 @@ from orchestrator.commands.launch_guard import (
 )
 from orchestrator.commands.selection_options import up_selection_options
 from orchestrator.errors import UsageError
+from orchestrator.jobfile.command import JobFileCommand, file_setting, job_file_option
 
 DEFAULT_RUN_TTL = DEFAULT_TTL
 
 
 @click.command(
     "run",
+    cls=JobFileCommand,
     context_settings={"allow_interspersed_args": False},
 )
+@job_file_option
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), help="plan.json to use.")
 @click.option("--box", "box_name", help="Run on this existing box (kept afterwards).")
 @click.option("--pool", help="Lease a box from this pool, run, release it (dirty on failure).")
@@ -145,6 +148,8 @@ def run(command: tuple[str, ...], **options: Any) -> None:
 
     \b
     Examples:
+      orch run                                  everything from ./orch.yaml (run.command too)
+      orch run -f examples/orch.yaml --spot -- python train.py --epochs 1
       orch run --plan plan.json -- python train.py --epochs 3
       orch run --model bert-large --fetch outputs -- python train.py
       orch run --box exp1 --setup 'pip install -r requirements.txt' -- python train.py
@@ -154,6 +159,8 @@ def run(command: tuple[str, ...], **options: Any) -> None:
     """
     from orchestrator.run.session import Run
 
+    if not command:
+        command = tuple(file_setting("command") or ())  # orch.yaml's run.command
     request = _request(command, options)
     as_json = options["as_json"]
     sink = (sys.stderr if as_json else sys.stdout).buffer

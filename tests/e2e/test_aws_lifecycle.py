@@ -172,7 +172,7 @@ def test_p4d_spot_up_down(orch, ec2, ssm, tmp_path):
     box = json.loads(
         ok(
             orch("up", "--plan", plan, "--name", name, "--ssh-cidr", "198.51.100.0/24",
-                 "--max-price", "12.5", "--no-check", "--json")
+                 "--max-price", "12.5", "--no-check", "--json", "--ttl", "none")
         ).stdout
     )  # fmt: skip
     (instance,) = live_instances(ec2, name)
@@ -181,7 +181,9 @@ def test_p4d_spot_up_down(orch, ec2, ssm, tmp_path):
     assert instance["InstanceType"] == "p4d.24xlarge"
     assert instance["InstanceLifecycle"] == "spot"
     assert instance["MetadataOptions"]["HttpTokens"] == "required"
+    # `--ttl none`, the explicit way to a box that never expires (without it: 12 h).
     assert tags(instance)["orch:expires-at"] == "" and box["expires_at"] is None
+    assert box["ttl"] == "none"
     (group,) = security_groups_of(ec2, name)
     cidrs = [r["CidrIp"] for p in group["IpPermissions"] for r in p.get("IpRanges", [])]
     assert cidrs == ["198.51.100.0/24"]

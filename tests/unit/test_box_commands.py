@@ -112,7 +112,8 @@ def test_up_checks_with_the_same_options_as_orch_check(capsys, tmp_path, fake_up
 def test_up_check_defaults_match_orch_check(capsys, tmp_path, fake_up, checks) -> None:
     code, _, err = run(capsys, *up_args(tmp_path))
     assert code == 0, err
-    assert checks == [{"box": "exp1", "ssh_config": None, "timeout": 600.0, "via": "ssh"}]
+    # One default for the same idea everywhere (check, up, run, pool): 15m.
+    assert checks == [{"box": "exp1", "ssh_config": None, "timeout": 900.0, "via": "ssh"}]
 
 
 def test_up_reads_orch_ssh_config_like_check(capsys, tmp_path, fake_up, checks, monkeypatch):

@@ -120,7 +120,8 @@ def test_the_examples_in_the_help_take_the_quick_path(name):
     examples = [
         shlex.split(line.strip())[2:]
         for line in command.help.splitlines()
-        if line.strip().startswith(f"orch {name} ")
+        # A job file (-f) is read on click's path, by design (orchestrator/jobfile).
+        if line.strip().startswith(f"orch {name} ") and " -f " not in line
     ]
     assert examples
     for args in examples:

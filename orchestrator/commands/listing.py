@@ -1,0 +1,77 @@
+"""`orch list`: every box in the local registry, one line each.
+
+Its own module, so that listing boxes loads neither the planning options nor the launch code
+(commands/boxes.py pulls in the CI-runner clients, provision/lifecycle and selection):
+issue 23's target is at most 3x bare Python start-up (benchmarks/startup.py).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+
+def _rows(boxes: list[Any]) -> list[list[str]]:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rows = []
+    for box in boxes:
+        expires = box.expires_at or "-"
+        if box.expires_at and box.expires_at < now:
+            expires += " (expired)"
+        rows.append(
+            [
+                box.name,
+                _state_cell(box),
+                box.cloud,
+                box.region,
+                box.candidate.instance_type,
+                box.candidate.market,
+                str((box.outputs or {}).get("public_ip") or "-"),
+                expires,
+            ]
+        )
+    return rows
+
+
+def _state_cell(box: Any) -> str:
+    """The state, with whether a "creating"/"destroying" box is still being worked on."""
+    from orchestrator.provision.liveness import activity
+
+    text = activity(box.name, box.state, box.runner)
+    if text is None:
+        return box.state
+    return f"{box.state} (orch gone)" if "is gone" in text else f"{box.state} (running)"
+
+
+def show_list(as_json: bool) -> None:
+    """Every box: a table, or (--json) a list of `orch up --json` objects."""
+    from orchestrator.provision.boxes import list_boxes
+    from orchestrator.textui import table
+
+    boxes = list_boxes()
+    if as_json:
+        from orchestrator.provision import lifecycle
+
+        click.echo(json.dumps([lifecycle.box_summary(b) for b in boxes], indent=2))
+        return
+    if not boxes:
+        click.echo("no boxes (create one with `orch up`)")
+        return
+    headers = ["name", "state", "cloud", "region", "instance", "market", "public ip", "expires"]
+    click.echo(table(headers, _rows(boxes)))
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def list_boxes(as_json: bool) -> None:
+    """List every box in the local registry: state, cloud, region, instance, IP, expiry.
+
+    \b
+    Examples:
+      orch list
+      orch list --json
+    """
+    show_list(as_json)

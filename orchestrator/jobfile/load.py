@@ -1,0 +1,198 @@
+"""Read `orch.yaml`, validate it against its schema, and give each command its option defaults.
+
+Every error is one line that names the file, the line and the key:
+`orch.yaml:12: resources.gpus: 'two' is not of type 'integer'` (exit 2). Values are checked
+here only as far as the schema goes; the rest (a model name, a CIDR, a bucket URL) is checked
+by the same code that checks the flags, because the file's values reach the commands as their
+options' defaults (click's default_map).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import UsageError
+from orchestrator.jobfile.layout import KEYS, Key, schema
+
+MAX_BYTES = 1 << 20  # a job file is a few hundred bytes; a megabyte is not one
+
+
+@dataclass
+class JobFile:
+    """A validated job file: its values, where each key sits, and its digest."""
+
+    path: Path
+    shown: str  # the path as the user gave it (for messages)
+    data: dict[str, Any]
+    lines: dict[tuple[Any, ...], int]  # (section, key[, index]) -> 1-based line
+    sha256: str
+    values: dict[str, tuple[Key, Any]] = field(default_factory=dict)  # by param, as written
+
+    def line_of(self, path: tuple[Any, ...]) -> int:
+        while path and path not in self.lines:
+            path = path[:-1]
+        return self.lines.get(path, 1)
+
+    def error(self, path: tuple[Any, ...], message: str) -> UsageError:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+        prefix = f"{self.shown}:{self.line_of(path)}: " + (f"{where}: " if where else "")
+        return UsageError(prefix + message)
+
+    def command(self) -> list[str] | None:
+        """`run.command` as argv: a list as written, a string split as a shell would."""
+        value = self.data.get("run", {}).get("command")
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return [str(v) for v in value]
+        import shlex
+
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            raise self.error(("run", "command"), f"cannot split the command: {exc}") from None
+
+
+def read_job_file(path: str) -> JobFile:
+    """The job file at `path`, parsed and validated; UsageError (one line) otherwise."""
+    target = Path(path)
+    try:
+        if target.is_dir():
+            raise UsageError(f"job file {path} is a directory")
+        raw = target.read_bytes()[: MAX_BYTES + 1]
+    except OSError as exc:
+        raise UsageError(f"cannot read job file {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise UsageError(f"job file {path} is larger than {MAX_BYTES >> 20} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    data, lines = _parse(text, path)
+    job = JobFile(target, path, data, lines, hashlib.sha256(raw).hexdigest())
+    _validate(job)
+    job.values = {key.param: (key, value) for key, value in _present(job.data)}
+    return job
+
+
+def _parse(text: str, shown: str) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise UsageError(f"{shown}:{line}: not valid YAML: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{shown}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        line = node.start_mark.line + 1 if node is not None else 1
+        raise UsageError(f"{shown}:{line}: a job file is a mapping of keys (model:, job:, ...)")
+    lines: dict[tuple[Any, ...], int] = {}
+    _index_lines(node, (), lines, shown)
+    return data, lines
+
+
+def _index_lines(node: Any, path: tuple[Any, ...], lines: dict, shown: str) -> None:
+    """Record each key's line; refuse a key written twice (YAML would keep the last)."""
+    import yaml
+
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            where = (*path, key)
+            if key in seen:
+                dotted = ".".join(str(p) for p in where)
+                line = key_node.start_mark.line + 1
+                raise UsageError(f"{shown}:{line}: {dotted}: key given twice")
+            seen.add(key)
+            lines[where] = key_node.start_mark.line + 1
+            _index_lines(value_node, where, lines, shown)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _index_lines(item, (*path, index), lines, shown)
+
+
+def _validate(job: JobFile) -> None:
+    from jsonschema import Draft202012Validator
+
+    errors = list(Draft202012Validator(schema()).iter_errors(job.data))
+    if errors:
+        first = min(errors, key=lambda e: (job.line_of(tuple(e.absolute_path)), len(e.path)))
+        raise _explain(job, first)
+    for path, value in _walk(job.data, ()):
+        # JSON Schema's minimum/maximum let NaN through (every comparison with it is false).
+        if isinstance(value, float) and not math.isfinite(value):
+            raise job.error(path, f"{value} is not a finite number")
+
+
+def _explain(job: JobFile, error: Any) -> UsageError:
+    path = tuple(error.absolute_path)
+    if error.validator == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(known), key=lambda k: job.line_of((*path, k)))
+        name = unknown[0]
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(known)}"
+        return job.error((*path, name), f"unknown key ({hint})")
+    if error.validator == "pattern" and "[smhd]" in error.schema.get("pattern", ""):
+        return job.error(path, f"{error.instance!r} is not a duration (30s, 10m, 2h, 1d)")
+    if error.validator == "pattern" and path[:2] == ("run", "env"):
+        return job.error(path, f"{error.instance!r} is not an environment variable name")
+    if error.validator == "anyOf" and path == ("box", "ttl"):
+        return job.error(path, f"{error.instance!r} is not a duration (30m, 2h, 1d) or none")
+    message = " ".join(error.message.split())
+    if len(message) > 200:
+        message = message[:200] + "..."
+    return job.error(path, message)
+
+
+def _walk(value: Any, path: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    yield path, value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _walk(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk(item, (*path, index))
+
+
+def _present(data: dict[str, Any]) -> Iterator[tuple[Key, Any]]:
+    for key in KEYS:
+        value: Any = data
+        for part in key.path:
+            if not isinstance(value, dict) or part not in value:
+                break
+            value = value[part]
+        else:
+            if value is not None:
+                yield key, value
+
+
+def option_value(job: JobFile, key: Key, value: Any) -> Any:
+    """The value the command's option gets from the file's `value`."""
+    if key.param == "env":
+        return tuple(_environment_pair(job, index, name) for index, name in enumerate(value))
+    if key.to_option is not None:
+        return key.to_option(value, str(job.path.parent))
+    return value
+
+
+def _environment_pair(job: JobFile, index: int, name: str) -> str:
+    """NAME=value from this process's environment: the file names variables, never values."""
+    if name not in os.environ:
+        raise job.error(("run", "env", index), f"{name} is not set in the environment")
+    return f"{name}={os.environ[name]}"
