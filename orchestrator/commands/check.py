@@ -15,6 +15,7 @@ from orchestrator.commands.check_options import (
     ssh_config_option,
     via_option,
 )
+from orchestrator.commands.duration_type import DURATION, DURATION_OR_ZERO
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 
 if TYPE_CHECKING:
@@ -167,15 +168,19 @@ def _format_sample(sample: Sample) -> list[str]:
 @click.argument("name", required=False)
 @click.option("--local", is_flag=True, help="Watch the machine this runs on.")
 @click.option(
-    "--interval", type=click.FloatRange(min=0.1), default=5, show_default=True, help="Seconds."
+    "--interval",
+    type=DURATION,
+    default="5s",
+    show_default=True,
+    help="Time between samples (at least 0.1s).",
 )
 @click.option("--count", type=click.IntRange(min=1), help="Stop after N samples (default: ^C).")
 @click.option(
     "--window",
-    type=click.FloatRange(min=0),
-    default=300,
+    type=DURATION_OR_ZERO,
+    default="5m",
     show_default=True,
-    help="Seconds of utilisation under --low-util before warning.",
+    help="How long utilisation stays under --low-util before a warning.",
 )
 @click.option(
     "--low-util",
@@ -193,8 +198,8 @@ def watch(name, local, interval, count, window, low_util, as_json, ssh_config, v
     \b
     Examples:
       orch watch exp1
-      orch watch exp1 --interval 10 --count 6 --json
-      orch watch exp1 --low-util 50 --window 600
+      orch watch exp1 --interval 10s --count 6 --json
+      orch watch exp1 --low-util 50 --window 10m
       orch watch --local
     """
     from orchestrator.check.transport import LocalTransport, transport_for_box
