@@ -1,0 +1,203 @@
+"""Issue 23 item 1: the job file orch.yaml. The real CLI runs in-process in a temporary working
+directory; where `up`/`run` would reach a cloud, a tripwire keeps what they would have used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.jobfile.example import EXAMPLE
+from orchestrator.provision import lifecycle
+from tests.support import candidate, plan_file, with_cloud_credentials
+
+REPO = Path(__file__).resolve().parents[2]
+CIDR = "203.0.113.7/32"
+
+
+class Tripwire(AssertionError):
+    pass
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    with_cloud_credentials(monkeypatch)
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run(capsys, "plan", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_the_example_is_current_valid_and_plans(here, capsys):
+    assert (REPO / "examples" / "orch.yaml").read_text() == EXAMPLE
+    code, out, _ = run(capsys, "init")
+    assert code == 0 and (here / "orch.yaml").read_text() == EXAMPLE
+    plan = plan_json(capsys)  # ./orch.yaml, found by itself
+    assert plan["job"]["model"] == "bert-large" and plan["job"]["epochs"] == 3
+    assert plan["source"]["sha256"] and plan["source"]["job_file"] == str(here / "orch.yaml")
+    code, _, err = run(capsys, "init")
+    assert code == 2 and "exists" in err and len(err.strip().splitlines()) == 1
+    assert run(capsys, "init", "--force")[0] == 0
+
+
+def test_flags_override_the_file_and_file_gpus_filter(here, capsys):
+    write(here / "orch.yaml", "model: bert-large\njob:\n  batch: 16\nresources:\n  gpus: 4\n")
+    plan = plan_json(capsys)
+    assert plan["job"]["batch"] == 16
+    assert {c["gpu_count"] for c in [plan["choice"], *plan["alternatives"]]} == {4}
+    plan = plan_json(capsys, "--batch", "32", "--gpus", "1")
+    assert plan["job"]["batch"] == 32 and plan["choice"]["gpu_count"] == 1
+    # A model source on the command line replaces the file's (no "give one of" conflict).
+    assert plan_json(capsys, "--params-m", "350")["job"]["model"] is None
+
+
+def test_the_plan_records_file_and_git_revision(here, capsys):
+    job = write(here / "job.yaml", "model: bert-large\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-C", str(here)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "job.yaml"], check=True)
+    subprocess.run([*git, "commit", "-qm", "job"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    code, _, err = run(capsys, "plan", "-f", job, "-o", "plan.json")
+    assert code == 0, err
+    source = json.loads((here / "plan.json").read_text())["source"]
+    import hashlib
+
+    assert source["sha256"] == hashlib.sha256((here / "job.yaml").read_bytes()).hexdigest()
+    assert source["git_commit"] == head.strip() and source["git_modified"] is False
+    (here / "job.yaml").write_text("model: bert-large\njob:\n  batch: 4\n")
+    assert plan_json(capsys, "-f", job)["source"]["git_modified"] is True
+
+
+BAD_FILES = [
+    # (file text, line, words)
+    ("resorces:\n  cloud: aws\n", 1, ("resorces", "did you mean resources")),
+    ("model: bert-large\nresources:\n  gpus: two\n", 3, ("resources.gpus", "integer")),
+    ("model: bert-large\nbox:\n  ttl: ''\n", 3, ("box.ttl", "duration")),  # not "no expiry"
+    ("model: bert-large\nbox:\n  ttl: 5 minutes\n", 3, ("box.ttl", "duration")),
+    ("model: bert-large\njob:\n  precision: fp8\n", 3, ("job.precision", "fp8")),
+    ("model: a\nmodel: b\n", 2, ("model", "twice")),
+    ("job:\n  batch: [1\n", 3, ("not valid YAML",)),
+    ("model: bert-large\nresources:\n  headroom: .nan\n", 3, ("resources.headroom", "finite")),
+    ("model: bert-large\nresources:\n  max_price: -1\n", 3, ("resources.max_price",)),
+    ("model: bert-large\njob:\n  epochs: 0\n", 3, ("job.epochs",)),
+    ("model: bert-large\nresources:\n  deadline: 6\n", 3, ("resources.deadline",)),
+    ("- model\n", 1, ("mapping",)),
+    ("model: bert-large\nrun:\n  env: [lower-case]\n", 3, ("run.env[0]", "variable name")),
+    ("model: bert-large\njob:\n  headroom: 0.5\n", 3, ("job.headroom", "unknown key")),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "words"), BAD_FILES)
+def test_a_bad_file_is_one_line_naming_key_and_line(here, capsys, text, line, words):
+    write(here / "orch.yaml", text)
+    for argv in (["plan"], ["up", "--name", "x", "--ssh-cidr", CIDR]):
+        code, out, err = run(capsys, *argv)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, err
+        assert lines[0].startswith(f"orch: error: orch.yaml:{line}: "), lines[0]
+        for word in words:
+            assert word in lines[0], lines[0]
+    assert not (here / "home" / "boxes").exists()
+
+
+def test_missing_or_odd_files_are_usage_errors(here, capsys):
+    for argv, words in ((["-f", "nope.yaml"], "cannot read job file"), (["-f", "."], "")):
+        code, _, err = run(capsys, "plan", *argv)
+        assert code == 2 and err.startswith("orch: error:") and words in err
+
+
+def _capture_run(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    from orchestrator.run import session
+
+    seen: list[Any] = []
+
+    def fake_run(request: Any, *_args: Any) -> None:
+        seen.append(request)
+        raise Tripwire("run")
+
+    monkeypatch.setattr(session, "Run", fake_run)
+    monkeypatch.setattr(lifecycle, "discover_caller_cidr", lambda: CIDR)
+    return seen
+
+
+RUN_FILE = """\
+model: bert-large
+box:
+  ttl: 3h
+  ssh_cidr: [203.0.113.7/32]
+run:
+  command: python train.py --epochs "3"
+  setup: pip install -r requirements.txt
+  env: [ORCH_TEST_SECRET]
+  fetch: [outputs]
+  exclude: [data/]
+"""
+
+
+def test_run_takes_command_env_names_and_box_from_the_file(here, capsys, monkeypatch):
+    seen = _capture_run(monkeypatch)
+    write(here / "orch.yaml", RUN_FILE)
+    monkeypatch.setenv("ORCH_TEST_SECRET", "s3cr3t 'quoted'")
+    with pytest.raises(Tripwire):
+        run(capsys, "run")
+    request = seen[0]
+    assert request.spec.command == ["python", "train.py", "--epochs", "3"]
+    assert request.spec.env == {"ORCH_TEST_SECRET": "s3cr3t 'quoted'"}
+    assert request.spec.fetch == ["outputs"] and request.spec.excludes == ["data/"]
+    assert request.up_options.ttl == "3h" and request.up_options.ssh_cidrs == [CIDR]
+    # Arguments after -- replace the file's command; --ttl replaces its ttl.
+    with pytest.raises(Tripwire):
+        run(capsys, "run", "--ttl", "1h", "--", "./other.sh")
+    assert seen[1].spec.command == ["./other.sh"] and seen[1].up_options.ttl == "1h"
+
+
+def test_an_unset_env_name_is_refused_with_its_line(here, capsys, monkeypatch):
+    _capture_run(monkeypatch)
+    write(here / "orch.yaml", RUN_FILE)
+    monkeypatch.delenv("ORCH_TEST_SECRET", raising=False)
+    code, _, err = run(capsys, "run")
+    assert code == 2 and "orch.yaml:8: run.env[0]: ORCH_TEST_SECRET is not set" in err
+    # plan has no environment to pass: the same file plans.
+    assert run(capsys, "plan")[0] == 0
+
+
+def test_up_with_a_plan_flag_ignores_the_files_model(here, capsys, monkeypatch):
+    seen: list[Any] = []
+
+    def fake_up(plan: Any, options: Any, *_args: Any, **_kwargs: Any) -> None:
+        seen.append((plan, options))
+        raise Tripwire("up")
+
+    monkeypatch.setattr(lifecycle, "up", fake_up)
+    write(here / "orch.yaml", "model: llama-3-8b\nbox:\n  name: filebox\n  ttl: 2h\n")
+    plan = plan_file(here, candidate("g5.xlarge"))
+    with pytest.raises(Tripwire):
+        run(capsys, "up", "--plan", plan, "--ssh-cidr", CIDR, "--no-check")
+    chosen, options = seen[0]
+    assert chosen.choice.instance_type == "g5.xlarge"
+    assert options.name == "filebox" and options.ttl == "2h"
