@@ -84,7 +84,9 @@ class JobFileCommand(click.Command):
         self, info_name: str | None, args: list[str], parent: click.Context | None
     ) -> dict[str, Any] | None:
         """The options typed on the command line, by parameter name (values unconverted)."""
-        probe = click.Context(self, info_name=info_name, parent=parent)
+        # The command's own settings: `run` stops at its first argument (CMD's words are not
+        # options of orch).
+        probe = click.Context(self, info_name=info_name, parent=parent, **self.context_settings)
         try:
             opts, _, _ = self.make_parser(probe).parse_args(args=list(args))
         except click.ClickException:

@@ -201,3 +201,13 @@ def test_up_with_a_plan_flag_ignores_the_files_model(here, capsys, monkeypatch):
     chosen, options = seen[0]
     assert chosen.choice.instance_type == "g5.xlarge"
     assert options.name == "filebox" and options.ttl == "2h"
+
+
+def test_words_of_the_command_are_not_taken_for_orch_options(here, capsys, monkeypatch):
+    """`orch run ./train.sh --plan x` runs `./train.sh --plan x`: the file still applies."""
+    seen = _capture_run(monkeypatch)
+    write(here / "orch.yaml", RUN_FILE.replace("  env: [ORCH_TEST_SECRET]\n", ""))
+    with pytest.raises(Tripwire):
+        run(capsys, "run", "./train.sh", "--plan", "x")
+    assert seen[0].spec.command == ["./train.sh", "--plan", "x"]
+    assert seen[0].up_options.ttl == "3h"  # the file's box settings were not dropped
