@@ -211,6 +211,10 @@ def job_from_options(**kwargs: Any) -> JobSpec:
     """A JobSpec from the values `job_options` parsed (unknown keys are ignored)."""
     refuse_non_finite(JOB_OPTIONS, kwargs)
     values = {key: kwargs[key] for key in JOB_KEYS if key in kwargs}
+    if values.get("quantize"):
+        # peft's prepare_model_for_kbit_training, the QLoRA recipe, turns on gradient
+        # checkpointing (use_gradient_checkpointing=True by default; peft/utils/other.py).
+        values["grad_checkpointing"] = True
     context = kwargs.get("cuda_context_gib")
     if context is not None:
         from orchestrator.commands.context_option import parse_context_option

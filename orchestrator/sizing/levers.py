@@ -73,7 +73,8 @@ def candidate_levers(job: JobSpec, head: str, nothing_fits: bool) -> list[list[t
         levers.append([(f"--lora-rank {LORA_RANK}", {"lora_rank": LORA_RANK})])
     if not job.quantize:
         rank_flag = "" if job.lora_rank else f" --lora-rank {LORA_RANK}"
-        change: dict[str, Any] = {"quantize": "4bit"}
+        # The QLoRA recipe (peft's prepare_model_for_kbit_training) checkpoints activations.
+        change: dict[str, Any] = {"quantize": "4bit", "grad_checkpointing": True}
         if not job.lora_rank:
             change["lora_rank"] = LORA_RANK
         levers.append([(f"--quantize 4bit{rank_flag}", change)])

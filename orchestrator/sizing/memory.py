@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from orchestrator.records import record
+from orchestrator.records import record, replace
 from orchestrator.sizing import overhead as ovh
 from orchestrator.sizing.activation_layers import dtypes
 from orchestrator.sizing.activations import activation_bytes, saved_activations
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
-from orchestrator.sizing.quantized import quantized_weight_bytes
+from orchestrator.sizing.quantized import kbit_saved_bytes, quantized_weight_bytes
 from orchestrator.sizing.runtime_stack import RuntimeStack, stack_of
 from orchestrator.sizing.step_phases import (
     PHASES,
@@ -190,6 +190,11 @@ def estimate_memory(arch: Architecture, job: JobSpec) -> MemoryBreakdown:
     stack = stack_of(job)
     resident, trainable = _resident(arch, job, stack)
     saved = saved_activations(arch, job)
+    kbit = kbit_saved_bytes(arch, job, stack.kbit_saves_input)
+    if job.grad_checkpointing:
+        saved = replace(saved, recompute=saved.recompute + kbit)
+    else:
+        saved = replace(saved, forward_end=saved.forward_end + kbit)
     phases = step_phases(arch, job, resident, saved, stack)
     peak_phase = max(PHASES, key=lambda name: phases[name])
     full_grads = trainable * dtypes(job.precision).grad

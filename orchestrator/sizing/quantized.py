@@ -19,7 +19,9 @@ prepare_model_for_kbit_training + LoRA build them.
 
 from __future__ import annotations
 
-from orchestrator.sizing.architectures import Architecture
+from orchestrator.sizing.activation_layers import dtypes
+from orchestrator.sizing.architectures import Architecture, Stack
+from orchestrator.sizing.job import JobSpec
 
 NF4_BYTES_PER_WEIGHT = 0.5 + 1 / 64 + 4 / (64 * 256)  # NF4 + double-quantised absmax
 INT8_BYTES_PER_WEIGHT = 1.0
@@ -50,3 +52,36 @@ def quantized_weight_bytes(arch: Architecture, quantize: str, trainable: int) ->
 def dequant_transient_bytes(arch: Architecture, act_bytes: int) -> float:
     """The largest quantised linear dequantised to the compute dtype (forward and backward)."""
     return max((w.shape[0] * w.shape[1] for w in _quantized_groups(arch)), default=0) * act_bytes
+
+
+def kbit_saved_bytes(arch: Architecture, job: JobSpec, saves_4bit_input: bool) -> float:
+    """Per layer (summed over the layers that keep them): what quantised matmuls save for
+    backward beyond a LoRA layer's own tensors.
+
+    LLM.int8 (MatMul8bitLt) keeps its input A and the int8 transposed copy CAt of it for every
+    linear (`ctx.tensors = (CAt, subA, A)`); bitsandbytes' MatMul4Bit kept its input only in
+    releases up to 0.41 (`saves_4bit_input`, the stack's). Inputs shared by several linears
+    (q/k/v, gate/up) are one storage. Under checkpointing only the recomputed layer keeps them.
+    """
+    if not job.quantize or (job.quantize == "4bit" and not saves_4bit_input):
+        return 0.0
+    dt = dtypes(job.precision)
+    total = 0.0
+    for st in arch.stacks:
+        t = job.batch * job.seq
+        per = _distinct_inputs(st) * (dt.stream if job.quantize == "8bit" else dt.act)
+        if job.quantize == "8bit":
+            per += _linear_inputs(st)  # CAt: one int8 copy per linear
+        total += per * t * (1 if job.grad_checkpointing else st.layers)
+    return total
+
+
+def _distinct_inputs(st: Stack) -> int:
+    """Widths of the inputs a layer's linears read that the LoRA layer does not save already
+    (the q/v adapters keep the attention input): o_proj's, the MLP's, down_proj's."""
+    return st.q_width + st.hidden + st.intermediate
+
+
+def _linear_inputs(st: Stack) -> int:
+    mlp_in = (2 if st.gated else 1) * st.hidden
+    return 3 * st.hidden + st.q_width + mlp_in + st.intermediate

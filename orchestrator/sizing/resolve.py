@@ -81,6 +81,11 @@ def validate_job(job: JobSpec) -> list[str]:
     if job.zero not in ZERO_STAGES:
         raise UsageError(f"--zero must be one of 0, 1, 2, 3, got {job.zero!r}")
     warnings = []
+    if job.quantize:
+        warnings.append(
+            "--quantize: sized with gradient checkpointing on, as peft's "
+            "prepare_model_for_kbit_training (the QLoRA recipe) turns it on by default"
+        )
     if job.zero and job.gpus == 1:
         warnings.append(f"--zero {job.zero} with one GPU shards nothing")
     return warnings

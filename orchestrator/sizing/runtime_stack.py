@@ -23,6 +23,7 @@ class RuntimeStack:
     optimizer_impl: str  # "foreach": a state-sized temporary; "for-loop": one tensor's; "fused"
     grads_persist: bool  # zero_grad() keeps the gradients allocated (set_to_none=False)
     basis: str
+    kbit_saves_input: bool = False  # bitsandbytes' 4-bit matmul keeps its input (<= 0.41)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,7 +79,23 @@ HF_OPTIMISED = RuntimeStack(
     basis="fused AdamW; context and reserve assumed as measured for hf-eager (H200 2026-12-04)",
 )
 
-STACKS = {s.name: s for s in (HF_EAGER, HF_TRAINER_2022, HF_OPTIMISED)}
+# LitGPT's published resource tables (benchmarks/data/memory_peaks.toml; A100-40GB, PyTorch
+# 2.1.0+cu121, bitsandbytes 0.41.1, 2023-10-20): the default step (foreach AdamW, gradients
+# freed), with bitsandbytes of that time, whose MatMul4Bit saved its input for backward
+# (`ctx.tensors = (A, B)`; current releases keep `(None, B)`,
+# bitsandbytes-foundation/bitsandbytes bitsandbytes/autograd/_functions.py). Only
+# max_memory_allocated was published, so the context and reserve are the eager stack's.
+LITGPT_2023 = RuntimeStack(
+    name="litgpt-2023",
+    context_gib=HF_EAGER.context_gib,
+    reserve_fraction=HF_EAGER.reserve_fraction,
+    optimizer_impl="foreach",
+    grads_persist=False,
+    basis="LitGPT, PyTorch 2.1 / bitsandbytes 0.41.1, A100 2023-10-20 (max_memory_allocated)",
+    kbit_saves_input=True,
+)
+
+STACKS = {s.name: s for s in (HF_EAGER, HF_TRAINER_2022, HF_OPTIMISED, LITGPT_2023)}
 DEFAULT_STACK = HF_EAGER.name
 
 

@@ -136,7 +136,8 @@ def test_measured_peaks_benchmark_meets_its_target() -> None:
     import memory_peaks
 
     cases = memory_peaks.load_cases()
-    assert len(cases) >= 19 and {c.stack for c in cases} == {"hf-eager", "hf-trainer-2022"}
+    assert len(cases) >= 21
+    assert {c.stack for c in cases} == {"hf-eager", "hf-trainer-2022", "litgpt-2023"}
     assert sum(c.measured_allocated is not None for c in cases) >= 7
     for row in memory_peaks.rows(cases):
         assert -0.05 <= row["error"] <= 0.10, (row["label"], row["error"])
