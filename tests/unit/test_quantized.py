@@ -26,7 +26,7 @@ def test_nf4_weights_hold_about_four_bits_plus_constants() -> None:
     arch, m = sized(replace(JOB, quantize="4bit"))
     linear = quantized_parameters(arch)
     assert 0.9 * arch.parameters < linear < arch.parameters  # all but embeddings and lm_head
-    assert NF4_BYTES_PER_WEIGHT == pytest.approx(0.5 + 0.127 / 8, abs=1e-3)  # QLoRA paper
+    assert pytest.approx(0.5 + 0.127 / 8, abs=1e-3) == NF4_BYTES_PER_WEIGHT  # QLoRA paper
     rest = arch.parameters - linear
     assert m.parameters_bytes == pytest.approx(
         linear * NF4_BYTES_PER_WEIGHT + rest * 4 + m.trainable_parameters * 4, abs=2
