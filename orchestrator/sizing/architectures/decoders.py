@@ -206,17 +206,19 @@ def _moe_weights(cfg: dict[str, Any], d: Dims, kind: str) -> tuple[list[WeightGr
     the router, the shared expert; and the layers that stay dense."""
     h = d.hidden
     if kind == "mixtral":
-        experts = cfg_int(cfg, "num_local_experts", default=8)
+        # transformers 4.x/5.x spell the expert count either way (attribute_map); a config
+        # without it is refused (ConfigError names the keys), never given a default.
+        experts = cfg_int(cfg, "num_local_experts", "num_experts")
         width, shared, sparse_layers = d.intermediate, 0, d.layers
     elif kind == "deepseek":  # shared experts are one gated MLP of n_shared x the width
-        experts = cfg_int(cfg, "n_routed_experts", "num_experts", default=64)
+        experts = cfg_int(cfg, "n_routed_experts", "num_experts", "num_local_experts")
         width = cfg_int(cfg, "moe_intermediate_size")
         shared = width * cfg_int(cfg, "n_shared_experts", default=0)
         first = cfg_int(cfg, "first_k_dense_replace", default=0)
         freq = cfg_int(cfg, "moe_layer_freq", default=1) or 1
         sparse_layers = sum(1 for i in range(d.layers) if i >= first and i % freq == 0)
     else:
-        experts = cfg_int(cfg, "num_experts", default=60)
+        experts = cfg_int(cfg, "num_experts", "num_local_experts")
         width = cfg_int(cfg, "moe_intermediate_size")
         shared = cfg_int(cfg, "shared_expert_intermediate_size", default=0)
         step = cfg_int(cfg, "decoder_sparse_step", default=1) or 1
