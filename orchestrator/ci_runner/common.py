@@ -18,7 +18,12 @@ from orchestrator.records import field, record
 
 KINDS = ("github", "gitlab")
 DEFAULT_API_URL = {"github": "https://api.github.com", "gitlab": "https://gitlab.com"}
-# Pinned runner releases; --runner-url points the box at a mirror instead.
+# Runner releases; --runner-url points the box at a mirror instead. GitHub: `up` asks for the
+# newest actions/runner release (github.latest_runner_url) and falls back to this one; either
+# way the runner updates itself (no --disableupdate): GitHub refuses jobs to runners whose
+# version is more than 30 days behind (https://docs.github.com/en/actions/hosting-your-own-
+# runners/managing-self-hosted-runners/autoscaling-with-self-hosted-runners#controlling-
+# runner-software-updates-on-self-hosted-runners).
 # actions/runner v2.337.0, linux-x64 (https://github.com/actions/runner/releases);
 # gitlab-runner v18.10.1, linux-amd64 binary (https://docs.gitlab.com/runner/install/linux-manually/).
 DEFAULT_RUNNER_URL = {
@@ -56,6 +61,7 @@ class CiRunner:
     name: str  # the box name, also the runner's name
     token_env: str  # the variable the token came from (for messages)
     token: str = field(repr=False)  # the caller's token: sent to the API, never stored
+    runner_url_chosen: bool = False  # --runner-url given: used as it is, never resolved
 
     @property
     def label(self) -> str:
@@ -148,4 +154,4 @@ def from_options(
         "--runner-url", runner_url or DEFAULT_RUNNER_URL[kind], MAX_RUNNER_URL, query=True
     )
     token_env, token = token_from_env(kind, os.environ if env is None else env)
-    return CiRunner(kind, repo, api_url, runner, name, token_env, token)
+    return CiRunner(kind, repo, api_url, runner, name, token_env, token, runner_url is not None)

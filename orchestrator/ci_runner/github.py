@@ -1,10 +1,19 @@
-"""GitHub Actions: a registration token for an ephemeral repository runner, and removing the
-runner again at `orch down`.
+"""GitHub Actions: a just-in-time (JIT) runner of a repository, the runner release to start
+it from, and removing the runner again at `orch down`.
 
 REST API, version 2022-11-28 ("REST API endpoints for self-hosted runners",
 https://docs.github.com/en/rest/actions/self-hosted-runners):
-  POST   /repos/{owner}/{repo}/actions/runners/registration-token  -> 201 {token, expires_at}
-         (#create-a-registration-token-for-a-repository; the token expires after one hour)
+  POST   /repos/{owner}/{repo}/actions/runners/generate-jitconfig
+         body {name, runner_group_id, labels (1 to 100), work_folder}
+         -> 201 {runner: {id, name, os, status, busy, labels, ...}, encoded_jit_config}
+         (#create-configuration-for-a-just-in-time-runner-for-a-repository; 404 unknown
+         repository or runner group, 409 a runner of that name exists, 422 a bad body).
+         The runner exists (offline) from then on; `./run.sh --jitconfig CONFIG` starts it, it
+         takes one job and GitHub removes it. The config registers this one runner only,
+         unlike a registration token (registration-token), which registers any number of
+         runners for an hour.
+  GET    /repos/actions/runner/releases/latest                     -> 200 {tag_name, assets}
+         (https://docs.github.com/en/rest/releases/releases#get-the-latest-release)
   GET    /repos/{owner}/{repo}/actions/runners?name=NAME           -> 200 {total_count, runners}
          (#list-self-hosted-runners-for-a-repository)
   DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}         -> 204
@@ -26,8 +35,14 @@ from orchestrator.ci_runner.http import Answer, call
 from orchestrator.errors import OrchError, UsageError
 
 API_VERSION = "2022-11-28"
-# Registration tokens are short upper-case alphanumerics; allow a little more, never shell text.
-_REGISTRATION_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+# The encoded JIT config is base64 (of a JSON object of the runner's settings and its
+# credentials, some 2 to 4 KB); never shell text.
+JIT_CONFIG_MAX = 8192
+_JIT_CONFIG = re.compile(rf"[A-Za-z0-9+/]{{16,{JIT_CONFIG_MAX}}}={{0,2}}")
+DEFAULT_RUNNER_GROUP = 1  # "Default": every repository has it; the API has no default value
+WORK_FOLDER = "_work"  # the runner's default, relative to its directory
+# The release asset a linux-x64 box runs (https://github.com/actions/runner/releases).
+_ASSET = re.compile(r"actions-runner-linux-x64-[0-9]+\.[0-9]+\.[0-9]+\.tar\.gz")
 SCOPE_HINT = (
     "a fine-grained token needs Administration: write on the repository; a classic one the "
     "repo scope"
@@ -73,18 +88,67 @@ def refused(answer: Answer, repo: str, token_env: str) -> OrchError:
     return OrchError(f"GitHub failed the runner registration for {repo}{said}")
 
 
-def registration_token(spec: CiRunner) -> tuple[str, str]:
-    """(registration token, expires_at) for an ephemeral runner of spec.repo."""
-    answer = call(
-        "POST", f"{_repo_path(spec.api_url, spec.repo)}/registration-token", headers(spec.token)
-    )
+def jit_config(spec: CiRunner) -> tuple[int, str]:
+    """(runner id, encoded JIT config) of a new runner of spec.repo named spec.name, with the
+    one custom label spec.label, in the default runner group."""
+    body = {
+        "name": spec.name,
+        "runner_group_id": DEFAULT_RUNNER_GROUP,
+        "labels": [spec.label],
+        "work_folder": WORK_FOLDER,
+    }
+    url = f"{_repo_path(spec.api_url, spec.repo)}/generate-jitconfig"
+    answer = call("POST", url, headers(spec.token), body)
+    if answer.status == 409:
+        raise UsageError(
+            f"GitHub already has a runner named {spec.name} in {spec.repo} ({answer.message()})",
+            hint=f"`orch down {spec.name}` removes an unused one; or choose another --name",
+        )
     if answer.status != 201:
         raise refused(answer, spec.repo, spec.token_env)
-    body: Any = answer.body
-    token = body.get("token") if isinstance(body, dict) else None
-    if not isinstance(token, str) or not _REGISTRATION_TOKEN.fullmatch(token):
-        raise OrchError(f"GitHub answered the registration for {spec.repo} without a token")
-    return token, str(body.get("expires_at") or "")
+    data: Any = answer.body if isinstance(answer.body, dict) else {}
+    runner = data.get("runner") if isinstance(data.get("runner"), dict) else {}
+    runner_id, config = runner.get("id"), data.get("encoded_jit_config")
+    if not isinstance(runner_id, int) or isinstance(runner_id, bool) or runner_id <= 0:
+        raise OrchError(f"GitHub answered the JIT registration for {spec.repo} without a runner")
+    if not isinstance(config, str) or not _JIT_CONFIG.fullmatch(config):
+        # The runner exists now: remove it again rather than leave it behind.
+        remove_runner(spec.api_url, spec.repo, spec.name, spec.token, spec.token_env)
+        raise OrchError(f"GitHub answered the JIT registration for {spec.repo} without a config")
+    return runner_id, config
+
+
+def latest_runner_url(spec: CiRunner) -> str | None:
+    """The linux-x64 tarball of the newest actions/runner release, as spec.api_url lists it;
+    None when it does not (GitHub Enterprise Server without the repository, no answer)."""
+    from orchestrator.ci_runner.common import MAX_RUNNER_URL, check_url
+
+    try:
+        answer = call(
+            "GET", f"{spec.api_url}/repos/actions/runner/releases/latest", headers(spec.token)
+        )
+    except OrchError:
+        return None
+    assets = answer.body.get("assets") if isinstance(answer.body, dict) else None
+    if answer.status != 200 or not isinstance(assets, list):
+        return None
+    for asset in assets:
+        if isinstance(asset, dict) and _ASSET.fullmatch(str(asset.get("name"))):
+            try:
+                return check_url("the latest runner release", str(
+                    asset.get("browser_download_url")), MAX_RUNNER_URL)  # fmt: skip
+            except UsageError:
+                return None
+    return None
+
+
+def remove_runner_id(api_url: str, repo: str, runner_id: int, token: str, token_env: str) -> int:
+    """Delete runner `runner_id` of `repo` (the one JIT registration made: never another
+    runner of the same name). Returns 1 when deleted, 0 when it was gone already."""
+    gone = call("DELETE", f"{_repo_path(api_url, repo)}/{int(runner_id)}", headers(token))
+    if gone.status not in (204, 404):  # 404: it ran its job and removed itself
+        raise refused(gone, repo, token_env)
+    return int(gone.status == 204)
 
 
 def remove_runner(api_url: str, repo: str, name: str, token: str, token_env: str) -> int:

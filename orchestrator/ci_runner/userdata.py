@@ -5,11 +5,20 @@ run comes back here). It downloads the runner from the runner URL and runs one j
 image's login user: in a systemd unit when systemd runs the box (ExecStopPost powers the box
 off), else in the background followed by `shutdown -h now`.
 
-Every value is validated before and shell-quoted here. The runner token lands in the user data
-(as with ec2-github-runner): GitHub's registration token is single-use and expires after an
-hour; GitLab's runner token only lets a runner take this project's jobs tagged orch-BOX, and
-`orch down` deletes that runner. On the box it sits in a root-only env file, not in the job
-script.
+Every value is validated before and shell-quoted here.
+
+GitHub: no credential is in the user data, which any process on the box (the CI job too) can
+read back from the instance metadata service for the box's whole life. The job script waits
+for the runner's JIT config, which `orch up` writes over SSH into ~/.orch-ci-runner.jit once
+the box answers (orchestrator/ci_runner/deliver.py), reads it, deletes the file and hands it
+to the runner in ACTIONS_RUNNER_INPUT_JITCONFIG (the runner reads ACTIONS_RUNNER_INPUT_<ARG>
+as `--<arg>` and removes it from its own environment before it starts a job:
+actions/runner src/Runner.Listener/CommandSettings.cs). No job exists before the runner has
+started, and by then the file is gone. The config registers this one runner only.
+
+GitLab: the runner token lands in the user data (as with ec2-github-runner): it only lets a
+runner take this project's jobs tagged orch-BOX, and `orch down` deletes that runner. On the
+box it sits in a root-only env file, not in the job script.
 """
 
 from __future__ import annotations
@@ -24,14 +33,26 @@ _TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,255}")
 UNIT = "orch-ci-runner.service"
 
 # The runner's own command lines (run as the login user, in the runner directory).
-# GitHub: https://docs.github.com/en/actions/hosting-your-own-runners/managing-self-hosted-runners/
-# adding-self-hosted-runners and the runner's `./config.sh --help` (--unattended, --ephemeral,
-# --disableupdate). GitLab: https://docs.gitlab.com/runner/commands/#gitlab-runner-run-single
-# (--max-builds; --wait-timeout: seconds to wait for the first job, 0 = no limit).
+# GitHub: a JIT runner needs no config.sh: `./run.sh --jitconfig CONFIG` (here from the
+# environment, see above) registers, takes one job and exits; it updates itself when GitHub
+# asks it to (https://docs.github.com/en/rest/actions/self-hosted-runners#create-configuration-
+# for-a-just-in-time-runner-for-a-repository). It waits for the config until the box's expiry
+# ($ORCH_CI_WAIT seconds; 0: no expiry). GitLab: https://docs.gitlab.com/runner/commands/
+# #gitlab-runner-run-single (--max-builds; --wait-timeout: seconds to wait for the first job,
+# 0 = no limit).
+JIT_FILE = ".orch-ci-runner.jit"  # in the login user's home, written by `orch up` over SSH
 _JOBS = {
     "github": "tar xzf runner.tar.gz || exit 1\n"
-    './config.sh --unattended --url {url} --token "$ORCH_CI_TOKEN" --name {name}'
-    " --labels {label} --ephemeral --disableupdate || exit 1\nexec ./run.sh\n",
+    f'jit="$HOME/{JIT_FILE}"\n'
+    'until [[ -s "$jit" ]]; do\n'
+    "    if ((ORCH_CI_WAIT > 0 && SECONDS >= ORCH_CI_WAIT)); then\n"
+    '        echo "orch-ci-runner: no runner config arrived"; exit 1\n'
+    "    fi\n"
+    "    sleep 2\n"
+    "done\n"
+    'ACTIONS_RUNNER_INPUT_JITCONFIG=$(<"$jit") && rm -f "$jit" || exit 1\n'
+    "export ACTIONS_RUNNER_INPUT_JITCONFIG\n"
+    "exec ./run.sh\n",
     "gitlab": 'exec ./gitlab-runner run-single --url {url} --token "$ORCH_CI_TOKEN"'
     ' --executor shell --max-builds 1 --wait-timeout "$ORCH_CI_WAIT"\n',
 }
@@ -101,12 +122,15 @@ def render_section(
     kind: str, runner_url: str, token: str, server_url: str, name: str, label: str, user: str
 ) -> str:
     """The section for one box. `server_url` is what the runner registers with: the
-    repository URL for GitHub, the instance URL for GitLab."""
+    repository URL for GitHub, the instance URL for GitLab. `token` is GitLab's runner token;
+    for GitHub it is "" (the JIT config comes over SSH, never in the user data)."""
     if kind not in _JOBS:
         raise UsageError(f"unknown CI runner kind {kind!r}")
     if not _USER.fullmatch(user):
         raise UsageError(f"login user {user!r} is not a POSIX user name")
-    if not _TOKEN.fullmatch(token):
+    if kind == "github" and token:
+        raise UsageError("a GitHub runner's config never goes into user data")
+    if kind != "github" and not _TOKEN.fullmatch(token):
         raise UsageError("the runner token holds characters that cannot go into user data")
     for value in (runner_url, server_url, name, label):
         if not value or not value.isprintable():

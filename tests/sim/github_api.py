@@ -1,9 +1,24 @@
 """A stand-in for GitHub's REST API, self-hosted runners of a repository (version 2022-11-28,
 https://docs.github.com/en/rest/actions/self-hosted-runners):
 
-  POST   /repos/{owner}/{repo}/actions/runners/registration-token  201 {token, expires_at}
+  POST   /repos/{owner}/{repo}/actions/runners/generate-jitconfig  201 {runner, encoded_jit_config}
   GET    /repos/{owner}/{repo}/actions/runners[?name=N]            200 {total_count, runners}
   DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}         204
+  GET    /repos/actions/runner/releases/latest                     200 {tag_name, assets}
+         (https://docs.github.com/en/rest/releases/releases#get-the-latest-release; public)
+
+generate-jitconfig ("Create configuration for a just-in-time runner for a repository") takes
+a JSON body {name, runner_group_id, labels, work_folder?}: name, runner_group_id and labels
+(1 to 100 strings) are required, as the reference and its OpenAPI description
+(github/rest-api-description) say; a missing or mistyped field is 422 "Invalid request", a
+runner group other than the default (1) is 404, a name already registered in the repository
+is 409 "Already exists". The runner then exists, offline, and the answer carries it and its
+base64 JIT config (here: base64 of a JSON object of the runner's settings and a random
+credential, the shape the runner decodes).
+
+Only JIT registration is accepted: POST .../registration-token, which the real API still
+serves, is refused here (403 and a violation), so no code path can fall back to a token that
+registers any number of runners for an hour.
 
 Checked as the real API does: `Authorization: Bearer T` (or `token T`) of a known token, else
 401 {"message": "Bad credentials"}; a repository the token cannot see (or that does not exist)
@@ -17,19 +32,21 @@ than 2022-11-28 is 400. Also checked, as documentation: `Accept: application/vnd
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import secrets
-import string
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 from tests.sim.api_standin import Answer, Request, StandIn
 
 DOCS = "https://docs.github.com/rest/actions/self-hosted-runners"
 _PATH = re.compile(
     r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/actions/runners"
-    r"(?:/(?P<tail>registration-token|\d+))?"
+    r"(?:/(?P<tail>registration-token|generate-jitconfig|\d+))?"
 )
+_RELEASE_PATH = "/repos/actions/runner/releases/latest"
+DEFAULT_GROUP = 1
 
 
 @dataclass
@@ -42,7 +59,10 @@ class Token:
 class GitHubApi(StandIn):
     tokens: dict[str, Token] = field(default_factory=dict)
     runners: dict[str, list[dict]] = field(default_factory=dict)  # repo -> runners
-    registration_tokens: list[str] = field(default_factory=list)
+    jit_configs: dict[int, str] = field(default_factory=dict)  # runner id -> encoded config
+    # What releases/latest lists: (tag, linux-x64 tarball URL); None: 404 (as on a GitHub
+    # Enterprise Server without the actions/runner repository).
+    runner_release: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -67,6 +87,8 @@ class GitHubApi(StandIn):
         return runner_id
 
     def answer(self, request: Request) -> Answer:
+        if request.path == _RELEASE_PATH and request.method == "GET":
+            return self._latest_release()
         match = _PATH.fullmatch(request.path)
         if match is None:
             self.violation(f"unknown path {request.method} {request.path}")
@@ -97,15 +119,12 @@ class GitHubApi(StandIn):
                 },
             )
         tail = match["tail"]
-        if tail == "registration-token" and request.method == "POST":
-            if request.raw:
-                self.violation("registration-token takes no body")
-            value = "".join(
-                secrets.choice(string.ascii_uppercase + string.digits) for _ in "x" * 29
-            )
-            self.registration_tokens.append(value)
-            expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-            return Answer(201, {"token": value, "expires_at": expires})
+        if tail == "registration-token":
+            self.violation("registration-token: this stand-in accepts only JIT registration")
+            return Answer(403, {"message": "Only JIT registration is accepted here",
+                                "documentation_url": DOCS})  # fmt: skip
+        if tail == "generate-jitconfig" and request.method == "POST":
+            return self._jit(repo, request.body)
         if tail is None and request.method == "GET":
             runners = self.runners.get(repo, [])
             name = (request.query.get("name") or [None])[-1]
@@ -121,3 +140,71 @@ class GitHubApi(StandIn):
             return Answer(404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"})
         self.violation(f"method {request.method} on {request.path}")
         return Answer(404, {"message": "Not Found", "documentation_url": DOCS})
+
+    # -- generate-jitconfig and releases/latest
+
+    def _jit(self, repo: str, body: object) -> Answer:
+        why = _bad_jit_body(body)
+        if why:
+            self.violation(f"generate-jitconfig: {why}")
+            return Answer(422, {"message": f"Invalid request.\n\n{why}",
+                                "documentation_url": DOCS, "status": "422"})  # fmt: skip
+        assert isinstance(body, dict)
+        if body["runner_group_id"] != DEFAULT_GROUP:
+            return Answer(404, {"message": "Not Found", "documentation_url": DOCS, "status": "404"})
+        if any(r["name"] == body["name"] for r in self.runners.get(repo, [])):
+            return Answer(409, {"message": "Already exists - A runner with the name "
+                                f"{body['name']} already exists.", "status": "409"})  # fmt: skip
+        runner_id = self.register_runner(repo, body["name"], list(body["labels"]))
+        runner = next(r for r in self.runners[repo] if r["id"] == runner_id)
+        runner["runner_group_id"] = DEFAULT_GROUP
+        settings = {"agentId": runner_id, "agentName": body["name"], "poolId": DEFAULT_GROUP,
+                    "gitHubUrl": f"https://github.com/{repo}", "ephemeral": True,
+                    "workFolder": body.get("work_folder", "_work")}  # fmt: skip
+        files = {
+            ".runner": _b64(json.dumps(settings)),
+            ".credentials": _b64(json.dumps({"scheme": "OAuth",
+                                             "data": {"clientId": secrets.token_hex(16)}})),
+            ".credentials_rsaparams": _b64(secrets.token_urlsafe(1200)),
+        }  # fmt: skip
+        config = _b64(json.dumps(files))
+        self.jit_configs[runner_id] = config
+        return Answer(201, {"runner": runner, "encoded_jit_config": config})
+
+    def _latest_release(self) -> Answer:
+        if self.runner_release is None:
+            return Answer(404, {"message": "Not Found", "documentation_url": DOCS})
+        tag, url = self.runner_release
+        version = tag.lstrip("v")
+        assets = [
+            {"name": f"actions-runner-osx-x64-{version}.tar.gz",
+             "browser_download_url": url.replace("linux-x64", "osx-x64")},
+            {"name": f"actions-runner-linux-x64-{version}.tar.gz", "browser_download_url": url},
+        ]  # fmt: skip
+        return Answer(200, {"tag_name": tag, "name": tag, "assets": assets})
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _bad_jit_body(body: object) -> str | None:
+    """Why a generate-jitconfig body breaks the documented shape (None: it does not)."""
+    if not isinstance(body, dict):
+        return "the body is not a JSON object"
+    unknown = set(body) - {"name", "runner_group_id", "labels", "work_folder"}
+    if unknown:
+        return f"unknown keys {sorted(unknown)}"
+    if not isinstance(body.get("name"), str) or not body["name"]:
+        return "object is missing required key: name"
+    group = body.get("runner_group_id")
+    if not isinstance(group, int) or isinstance(group, bool):
+        return "object is missing required key: runner_group_id"
+    labels = body.get("labels")
+    if not isinstance(labels, list) or not 1 <= len(labels) <= 100:
+        return "labels: 1 to 100 names"
+    if not all(isinstance(label, str) and label for label in labels):
+        return "labels: names are strings"
+    if "work_folder" in body and not isinstance(body["work_folder"], str):
+        return "work_folder is not a string"
+    return None

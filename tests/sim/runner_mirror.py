@@ -1,7 +1,8 @@
 """Runner stand-ins served from a loopback "mirror", for `--runner-url`:
 
 - `github_runner_tarball()`: an actions-runner tarball whose config.sh and run.sh append their
-  arguments (and the user they run as) to $STUB_LOG and exit 0;
+  arguments (and the user they run as, and the JIT config they were given in
+  ACTIONS_RUNNER_INPUT_JITCONFIG) to $STUB_LOG and exit 0;
 - `gitlab_runner_binary()`: a gitlab-runner script that does the same.
 
 `Mirror(files)` serves them on 127.0.0.1 and records the paths it was asked for.
@@ -19,6 +20,10 @@ _RECORDER = (
     "#!/bin/bash\n"
     'printf "%s %s as=%s token=%s\\n" "{name}" "$*" "$(id -un 2>/dev/null || echo ?)"'
     ' "${{ORCH_CI_TOKEN:+set}}" >>"$STUB_LOG"\n'
+    # What the real runner reads as --jitconfig (CommandSettings: ACTIONS_RUNNER_INPUT_*).
+    'if [ -n "${{ACTIONS_RUNNER_INPUT_JITCONFIG:-}}" ]; then\n'
+    '  printf "%s jitconfig=%s\\n" "{name}" "$ACTIONS_RUNNER_INPUT_JITCONFIG" >>"$STUB_LOG"\n'
+    "fi\n"
 )
 
 

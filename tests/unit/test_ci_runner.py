@@ -2,10 +2,13 @@
 
 - the options: refused with exit 2 and one line before any network, cloud or Terraform call;
 - registration against loopback stand-ins of the APIs (tests/sim/github_api.py,
-  tests/sim/gitlab_api.py), which check each request against the documented shape;
+  tests/sim/gitlab_api.py), which check each request against the documented shape; GitHub's
+  accepts only JIT registration (generate-jitconfig), never a registration token;
 - the box side: the rendered user data (driver script + runner section) run by bash in a
   temporary root with stub commands, the runner downloaded from a loopback mirror
-  (tests/sim/runner_mirror.py); it must register with the right arguments and power off after;
+  (tests/sim/runner_mirror.py); a GitHub runner waits for its JIT config in the login user's
+  home (what `orch up` writes over SSH), takes it out of the file and starts; it must power
+  off after;
 - the CLI: registration comes before Terraform, the box record keeps no token, `orch down`
   removes the registration.
 """
@@ -23,7 +26,7 @@ from typing import Any
 import pytest
 
 from orchestrator import ci_runner
-from orchestrator.ci_runner import github
+from orchestrator.ci_runner import deliver, github
 from orchestrator.ci_runner.common import DEFAULT_RUNNER_URL, from_options
 from orchestrator.cli import main
 from orchestrator.errors import OrchError, UsageError
@@ -53,7 +56,8 @@ def spec_for(kind: str, api: str, repo: str = REPO, token: str | None = None, **
 @pytest.fixture
 def gh() -> Any:
     with GitHubApi(
-        tokens={GH: GitHubToken({REPO}), "ghp_noadmin": GitHubToken({REPO}, False)}
+        tokens={GH: GitHubToken({REPO}), "ghp_noadmin": GitHubToken({REPO}, False)},
+        runner_release=("v2.337.0", DEFAULT_RUNNER_URL["github"]),
     ) as api:
         yield api
 
@@ -120,6 +124,11 @@ def test_defaults_loopback_http_and_token_precedence() -> None:
     )
     assert local is not None and local.api_url == "http://127.0.0.1:8"
     assert from_options(None, None, None, None, "x", {}) is None
+    assert not spec.runner_url_chosen
+    chosen = from_options(
+        "github", REPO, None, "https://m.example.com/r.tgz", "x", {"GH_TOKEN": GH}
+    )
+    assert chosen is not None and chosen.runner_url_chosen
     assert DEFAULT_RUNNER_URL["github"].endswith("actions-runner-linux-x64-2.337.0.tar.gz")
     assert DEFAULT_RUNNER_URL["gitlab"].endswith("/binaries/gitlab-runner-linux-amd64")
 
@@ -133,26 +142,71 @@ def test_github_enterprise_web_url() -> None:
 # ----------------------------------------------------------------------------- registration
 
 
-def test_github_registration_sends_the_documented_request(gh) -> None:
+def test_github_registration_is_a_jit_runner_with_the_documented_request(gh) -> None:
     registration = ci_runner.register(spec_for("github", gh.url))
     (request,) = gh.requests
     assert request.method == "POST"
-    assert request.path == f"/repos/{REPO}/actions/runners/registration-token"
+    assert request.path == f"/repos/{REPO}/actions/runners/generate-jitconfig"
     assert request.headers["authorization"] == f"Bearer {GH}"
     assert request.headers["accept"] == "application/vnd.github+json"
     assert request.headers["x-github-api-version"] == "2022-11-28"
+    assert request.body == {
+        "name": "gpu-1",
+        "runner_group_id": 1,
+        "labels": ["orch-gpu-1"],
+        "work_folder": "_work",
+    }
     assert gh.violations == []
-    assert registration.runner_token == gh.registration_tokens[0]
+    ((runner_id, config),) = gh.jit_configs.items()
+    assert registration.runner_token == config
     assert registration.record == {
         "kind": "github",
         "api_url": gh.url,
         "repo": REPO,
         "name": "gpu-1",
         "label": "orch-gpu-1",
-        "token_expires_at": registration.record["token_expires_at"],
+        "runner_id": runner_id,
     }
+    assert [(r["name"], r["status"]) for r in gh.runners[REPO]] == [("gpu-1", "offline")]
     assert GH not in json.dumps(registration.record)
     assert registration.runner_token not in json.dumps(registration.record)
+    assert registration.runner_token not in repr(registration)
+
+
+def test_a_runner_name_that_is_taken_is_a_usage_error(gh) -> None:
+    gh.register_runner(REPO, "gpu-1")
+    with pytest.raises(UsageError) as caught:
+        ci_runner.register(spec_for("github", gh.url))
+    assert "already has a runner named gpu-1" in caught.value.one_line()
+    assert gh.jit_configs == {}
+
+
+def test_the_stand_in_refuses_registration_tokens(gh) -> None:
+    from orchestrator.ci_runner.http import call
+
+    url = f"{gh.url}/repos/{REPO}/actions/runners/registration-token"
+    answer = call("POST", url, github.headers(GH))
+    assert answer.status == 403 and gh.violations == [
+        "registration-token: this stand-in accepts only JIT registration"
+    ]
+
+
+def test_the_newest_runner_release_is_resolved_unless_a_mirror_is_given(gh) -> None:
+    said: list[str] = []
+    spec = spec_for("github", gh.url)
+    gh.runner_release = None  # as on GitHub Enterprise Server: 404
+    assert ci_runner.runner_url_for(spec, said.append) == DEFAULT_RUNNER_URL["github"]
+    assert said and "updates itself" in said[0]  # the stand-in has no release yet: 404
+    newest = "https://github.com/actions/runner/releases/download/v2.399.0/" \
+        "actions-runner-linux-x64-2.399.0.tar.gz"  # fmt: skip
+    gh.runner_release = ("v2.399.0", newest)
+    assert ci_runner.runner_url_for(spec, said.append) == newest
+    mirrored = spec_for("github", gh.url, runner_url="https://mirror.example.com/r.tgz")
+    before = len(gh.requests)
+    assert ci_runner.runner_url_for(mirrored, said.append) == "https://mirror.example.com/r.tgz"
+    assert len(gh.requests) == before  # --runner-url is used as it is
+    gh.runner_release = ("v2.399.0", "http://evil.example.com/r.tgz")  # not https: not used
+    assert ci_runner.runner_url_for(spec, said.append) == DEFAULT_RUNNER_URL["github"]
 
 
 @pytest.mark.parametrize(
@@ -219,13 +273,11 @@ def test_gitlab_refusals_are_usage_errors(gl, token, repo, words) -> None:
 
 def test_forget_removes_a_github_runner_that_never_took_a_job(gh, capsys) -> None:
     record = ci_runner.register(spec_for("github", gh.url)).record
-    gh.register_runner(REPO, "gpu-1", ["orch-gpu-1"])  # config.sh ran on the box
     gh.register_runner(REPO, "someone-else")
     said: list[str] = []
     assert ci_runner.forget(record, said.append, env={"GITHUB_TOKEN": GH})
     assert [(r.method, r.path, r.query) for r in gh.requests[1:]] == [
-        ("GET", f"/repos/{REPO}/actions/runners", {"name": ["gpu-1"]}),
-        ("DELETE", f"/repos/{REPO}/actions/runners/23", {}),
+        ("DELETE", f"/repos/{REPO}/actions/runners/{record['runner_id']}", {}),
     ]
     assert [r["name"] for r in gh.runners[REPO]] == ["someone-else"]
     assert said == [f"removed the github runner orch-gpu-1 of {REPO}"]
@@ -307,6 +359,7 @@ class BoxRoot:
 
     def __init__(self, base: Path, *, systemd: bool, users: str = "ubuntu") -> None:
         self.root, self.bin, self.log = base / "root", base / "bin", base / "stub.log"
+        self.home = base / "home"  # the login user's
         (self.root / "etc").mkdir(parents=True)
         self.bin.mkdir()
         (self.root / "etc/os-release").write_text('ID=ubuntu\nVERSION_ID="22.04"\n')
@@ -328,7 +381,16 @@ class BoxRoot:
             "ORCH_ROOT": str(self.root),
             "STUB_LOG": str(self.log),
             "STUB_USERS": self.users,
+            "HOME": str(self.home),
         }
+
+    def deliver(self, config: str) -> None:
+        """What deliver.py's remote command does: a 0600 file, renamed into place."""
+        self.home.mkdir(exist_ok=True)
+        tmp = self.home / ".orch-ci-runner.jit.tmp"
+        tmp.write_text(config)
+        tmp.chmod(0o600)
+        tmp.rename(self.home / ".orch-ci-runner.jit")
 
     def run(self, user_data: str) -> subprocess.CompletedProcess[str]:
         script = self.root.parent / "user-data"
@@ -365,8 +427,9 @@ def user_data_for(kind: str, mirror: Mirror, *, user: str = "ubuntu", expires: s
         {"GH_TOKEN": GH, "GITLAB_TOKEN": GL},
     )
     assert spec is not None
-    token = "AABBCCDDEEFF00112233445566778" if kind == "github" else "glrt-abcDEF_123.x"
-    section = ci_runner.section_for(spec, token, user)
+    # GitHub: the JIT config (never in the section); GitLab: the runner token (in it).
+    token = "eyJhIjoiYiJ9" * 300 if kind == "github" else "glrt-abcDEF_123.x"
+    section = ci_runner.section_for(spec, "" if kind == "github" else token, user)
     return render_user_data(expires, "aws", section), token, path
 
 
@@ -383,30 +446,33 @@ def mirror() -> Any:
 def test_github_box_downloads_registers_ephemeral_runs_one_job_then_powers_off(tmp_path, mirror):
     require(BASH, "bash")
     box = BoxRoot(tmp_path, systemd=False)
-    user_data, token, path = user_data_for("github", mirror)
+    user_data, config, path = user_data_for("github", mirror)
+    assert config not in user_data and "ACTIONS_RUNNER_INPUT_JITCONFIG" in user_data
     result = box.run(user_data)
     assert result.returncode == 0, result.stderr
-    calls = box.wait_for("shutdown")
+    box.wait_for("runuser")
     assert mirror.fetched == [path]
+    assert not box.calls("run.sh")  # it waits for its config: no config, no runner
+    box.deliver(config)  # what `orch up` does over SSH once the box answers
+    calls = box.wait_for("shutdown")
     runs = [c for c in calls if c.startswith(("config.sh", "run.sh", "shutdown", "runuser"))]
     assert runs[0].startswith("runuser -u ubuntu -- /bin/bash ")
     assert runs[1:] == [
-        f"config.sh --unattended --url https://github.com/{REPO} --token {token} --name gpu-7"
-        " --labels orch-gpu-7 --ephemeral --disableupdate as=ubuntu token=set",
-        "run.sh  as=ubuntu token=set",
+        "run.sh  as=ubuntu token=",
+        f"run.sh jitconfig={config}",
         "shutdown -h now",
-    ]
+    ]  # no config.sh, no --disableupdate: a JIT runner that updates itself
     assert "chown -R ubuntu " in " ".join(box.calls("chown"))
+    assert not (box.home / ".orch-ci-runner.jit").exists()  # taken out before any job ran
     env = box.root / "var/lib/orch/ci-runner.env"
-    assert env.stat().st_mode & 0o077 == 0 and f"ORCH_CI_TOKEN={token}" in env.read_text()
-    assert token not in (box.root / "opt/orch-ci-runner/job.sh").read_text()
+    assert env.stat().st_mode & 0o077 == 0 and config not in env.read_text()
     assert (box.root / "var/lib/orch/ready").exists()  # the driver part ran first
 
 
 def test_with_systemd_the_runner_is_a_unit_of_the_login_user_that_powers_off(tmp_path, mirror):
     require(BASH, "bash")
     box = BoxRoot(tmp_path, systemd=True)
-    user_data, token, _ = user_data_for("github", mirror)
+    user_data, config, _ = user_data_for("github", mirror)
     assert box.run(user_data).returncode == 0
     assert box.calls("systemctl")[-2:] == [
         "systemctl daemon-reload",
@@ -424,9 +490,10 @@ def test_with_systemd_the_runner_is_a_unit_of_the_login_user_that_powers_off(tmp
         key, _, value = line.partition("=")
         environment[key] = value
     command = fields["ExecStart"].split()
+    box.deliver(config)
     assert subprocess.run(command, env=environment, timeout=30).returncode == 0
-    assert box.calls("config.sh")[0].endswith("as=ubuntu token=set")
-    assert box.calls("run.sh") and not box.calls("shutdown")
+    assert box.calls("run.sh") == ["run.sh  as=ubuntu token=", f"run.sh jitconfig={config}"]
+    assert not box.calls("shutdown") and not box.calls("config.sh")
 
 
 def test_gitlab_box_runs_a_single_build_until_the_expiry(tmp_path, mirror):
@@ -449,7 +516,8 @@ def test_gitlab_box_runs_a_single_build_until_the_expiry(tmp_path, mirror):
 def test_as_root_the_github_runner_is_allowed_to_run_as_root(tmp_path, mirror):
     require(BASH, "bash")
     box = BoxRoot(tmp_path, systemd=False, users="")  # no such login user on the image
-    user_data, _, _ = user_data_for("github", mirror, user="ec2-user")
+    user_data, config, _ = user_data_for("github", mirror, user="ec2-user")
+    box.deliver(config)
     assert box.run(user_data).returncode == 0
     box.wait_for("shutdown")
     assert box.calls("runuser")[0].startswith("runuser -u root -- ")
@@ -487,7 +555,8 @@ def test_a_failed_driver_set_up_still_runs_the_job(tmp_path, mirror):
     box = BoxRoot(tmp_path, systemd=False)
     (box.bin / "nvidia-smi").unlink()
     (box.bin / "lspci").write_text("#!/bin/bash\n")  # no GPU on the bus: the set-up fails
-    user_data, _, _ = user_data_for("github", mirror)
+    user_data, config, _ = user_data_for("github", mirror)
+    box.deliver(config)
     assert box.run(user_data).returncode == 1
     assert (box.root / "var/lib/orch/failed").exists()
     box.wait_for("shutdown")
@@ -499,7 +568,7 @@ def test_user_data_with_the_section_fits_and_is_shellcheck_clean(tmp_path):
     spec = from_options("github", REPO, None, long_mirror[:400], "a" * 39, {"GH_TOKEN": GH})
     assert spec is not None
     text = render_user_data(
-        "2031-03-04T05:06:07Z", "aws", ci_runner.section_for(spec, "X" * 64, "ubuntu")
+        "2031-03-04T05:06:07Z", "aws", ci_runner.section_for(spec, "", "ubuntu")
     )
     assert len(text.encode()) <= USER_DATA_LIMIT
     assert text.rstrip().endswith('trap orch_ci_runner EXIT\nmain "$@"')
@@ -525,14 +594,13 @@ def test_quoting_keeps_hostile_looking_values_literal(tmp_path, mirror):
         {"GH_TOKEN": GH},
     )  # fmt: skip
     assert spec is not None
-    section = ci_runner.section_for(spec, "A" * 29, "ubuntu")
+    section = ci_runner.section_for(spec, "", "ubuntu")
+    box.deliver("QUJD" * 8 + "$(touch pwned)")  # whatever arrives is data, never shell text
     assert box.run(render_user_data(None, "aws", section)).returncode == 0
     box.wait_for("shutdown")
     assert mirror.fetched == ["/actions/runner.tar.gz" + query]
-    assert box.calls("config.sh")[0].startswith(
-        "config.sh --unattended --url https://github.com/o/r.x-_ "
-    )
-    assert not pwned.exists()
+    assert box.calls("run.sh")[-1] == "run.sh jitconfig=" + "QUJD" * 8 + "$(touch pwned)"
+    assert not pwned.exists() and not (box.home / "pwned").exists()
 
 
 # -------------------------------------------------------------------------------------- CLI
@@ -617,10 +685,11 @@ def test_a_refused_token_creates_nothing(capsys, home, tmp_path, gh, monkeypatch
         capsys, *up(plan, "gpu-1", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
     )
     one_error(code, err, "GitHub refused the token in $GH_TOKEN", "401")
-    assert len(gh.requests) == 1 and not box_exists("gpu-1")  # Terraform never ran (tripwire)
+    assert [r.method for r in gh.requests] == ["GET", "POST"]  # the release, the JIT runner
+    assert not box_exists("gpu-1") and gh.jit_configs == {}  # Terraform never ran (tripwire)
 
 
-def test_registration_comes_before_terraform_and_lands_in_the_user_data(
+def test_registration_comes_before_terraform_and_the_config_stays_out_of_user_data(
     capsys, home, tmp_path, gh, monkeypatch
 ) -> None:
     monkeypatch.setenv("GH_TOKEN", GH)
@@ -634,14 +703,27 @@ def test_registration_comes_before_terraform_and_lands_in_the_user_data(
     plan = plan_file(tmp_path, candidate(AWS))
     with pytest.raises(Tripwire):
         main(up(plan, "gpu-1", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url))
-    assert [r.path for r in gh.requests] == [f"/repos/{REPO}/actions/runners/registration-token"]
+    assert [r.path for r in gh.requests] == [
+        "/repos/actions/runner/releases/latest",
+        f"/repos/{REPO}/actions/runners/generate-jitconfig",
+    ]
     (user_data,) = seen
-    assert '--token "$ORCH_CI_TOKEN" --name gpu-1 --labels orch-gpu-1' in user_data
-    assert gh.registration_tokens[0] in user_data and GH not in user_data
+    ((runner_id, config),) = gh.jit_configs.items()
+    assert (
+        "ACTIONS_RUNNER_INPUT_JITCONFIG" in user_data and DEFAULT_RUNNER_URL["github"] in user_data
+    )
+    assert config not in user_data and GH not in user_data
+    # Terraform failed after the box record was written: it keeps the runner, for `down`.
+    assert load_box("gpu-1").ci_runner["runner_id"] == runner_id
 
 
-def fake_apply(monkeypatch: pytest.MonkeyPatch, seen: list[str]) -> None:
-    """Terraform's apply, faked: the box comes up."""
+def fake_apply(
+    monkeypatch: pytest.MonkeyPatch, seen: list[str], delivered: list | None = None
+) -> None:
+    """Terraform's apply, faked: the box comes up; the JIT config's SSH hand-over is recorded
+    (tests/e2e/test_ci_runner_e2e.py does it over real SSH)."""
+    sink = [] if delivered is None else delivered
+    monkeypatch.setattr(deliver, "deliver_jit_config", lambda *args: sink.append(args))
 
     def attempt(box: Box, request: Any, location: Any, _say: Any, _progress: Any) -> None:
         seen.append(request.user_data)
@@ -661,7 +743,8 @@ def test_up_json_record_and_down_remove_the_registration(
         "GH_TOKEN" if kind == "github" else "GITLAB_TOKEN", GH if kind == "github" else GL
     )
     seen: list[str] = []
-    fake_apply(monkeypatch, seen)
+    delivered: list[tuple[str, str]] = []
+    fake_apply(monkeypatch, seen, delivered)
     plan = plan_file(tmp_path, candidate(AWS))
     code, out, err = run(
         capsys,
@@ -681,18 +764,16 @@ def test_up_json_record_and_down_remove_the_registration(
     )
     assert code == 0, err
     shown = json.loads(out)["ci_runner"]
-    expected = {"kind": kind, "label": "orch-gpu-9", "repo": repo}
-    if kind == "gitlab":
-        expected["runner_id"] = next(iter(gl.runners))
-    assert shown == expected
+    runner_id = next(iter(gh.jit_configs if kind == "github" else gl.runners))
+    assert shown == {"kind": kind, "label": "orch-gpu-9", "repo": repo, "runner_id": runner_id}
     record = load_box("gpu-9").ci_runner
     assert record is not None and record["api_url"] == api.url and record["name"] == "gpu-9"
-    secrets = [GH, GL, *gh.registration_tokens, *(r["token"] for r in gl.runners.values())]
+    if kind == "github":
+        assert delivered == [("gpu-9", gh.jit_configs[runner_id])]
+    secrets = [GH, GL, *gh.jit_configs.values(), *(r["token"] for r in gl.runners.values())]
     for path in box_directory("gpu-9").rglob("*"):
         if path.is_file():
             assert not any(s in path.read_text(errors="replace") for s in secrets), path
-    if kind == "github":
-        gh.register_runner(REPO, "gpu-9", ["orch-gpu-9"])  # the box's config.sh, never used
     code, _, err = run(capsys, "down", "gpu-9")
     assert code == 0, err
     assert not box_exists("gpu-9")
@@ -733,3 +814,39 @@ def test_a_gitlab_runner_is_deleted_again_when_up_fails_before_the_record(
     )
     assert [r.method for r in gl.requests] == ["POST", "DELETE"] and gl.runners == {}
     assert load_box("gpu-4").ci_runner is None
+
+
+def test_a_github_runner_whose_config_cannot_be_handed_over_is_removed(
+    capsys, home, tmp_path, gh, monkeypatch
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", GH)
+    fake_apply(monkeypatch, [])
+
+    def unreachable(name: str, _config: str) -> None:
+        raise OrchError(f"box {name} is up, but its GitHub runner config could not be handed")
+
+    monkeypatch.setattr(deliver, "deliver_jit_config", unreachable)
+    plan = plan_file(tmp_path, candidate(AWS))
+    code, _, err = run(
+        capsys, *up(plan, "gpu-5", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
+    )
+    assert code == 1 and "could not be handed" in err
+    assert gh.runners[REPO] == [] and gh.violations == []
+
+
+def test_a_failed_box_s_earlier_jit_runner_is_removed_before_the_name_is_reused(
+    capsys, home, tmp_path, gh, monkeypatch
+) -> None:
+    monkeypatch.setenv("GH_TOKEN", GH)
+    fake_apply(monkeypatch, [])
+    plan = plan_file(tmp_path, candidate(AWS))
+    args = up(plan, "gpu-6", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
+    assert run(capsys, *args)[0] == 0
+    box = load_box("gpu-6")
+    box.state = "failed"  # e.g. its check failed; its runner never took a job
+    box.save()
+    first = box.ci_runner["runner_id"]
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    assert [r["id"] for r in gh.runners[REPO]] == [load_box("gpu-6").ci_runner["runner_id"]]
+    assert first not in [r["id"] for r in gh.runners[REPO]] and gh.violations == []
