@@ -38,6 +38,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "completion",
         "Print the shell completion script (bash, zsh, fish).",
     ),
+    "doctor": (
+        "orchestrator.commands.doctor",
+        "doctor",
+        "Check tools, credentials, regions (and quotas).",
+    ),
 }
 
 # Commands that may run without click: their module's COMMAND is a QuickCommand.

@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     # A job on a box, a pool of boxes, and the sweeper (which reads pool records): they use
     # provision, check and the clouds.
-    ("orchestrator.run", "orchestrator.pool", "orchestrator.sweep"),
+    ("orchestrator.run", "orchestrator.pool", "orchestrator.sweep", "orchestrator.doctor"),
     ("orchestrator.commands",),
     ("orchestrator.cli", "orchestrator.click_group", "orchestrator.__main__", "orchestrator"),
 ]

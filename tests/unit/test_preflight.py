@@ -140,3 +140,80 @@ def test_down_without_credentials_points_at_forget(bare_env) -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()[-1:]
     assert "no AWS credentials found" in line and "orch down failed1 --forget --force" in line
+
+
+# --------------------------------------------------------------------------- orch doctor
+
+
+def test_doctor_offline_says_per_cloud_what_is_missing(bare_env) -> None:
+    result = orch(bare_env, "doctor")
+    assert result.returncode == 1, result  # no cloud has credentials
+    lines = result.stdout.splitlines()
+    assert lines[0] == "tools:"
+    assert any(ln.split()[:2] == ["terraform", "ok"] for ln in lines)
+    assert any(ln.split()[:1] == ["rsync"] for ln in lines)
+    aws = lines.index("aws (AWS):")
+    assert lines[aws + 1].split()[:2] == ["credentials", "FAIL"]
+    assert "no AWS credentials found" in lines[aws + 1]
+    assert "aliyun (Aliyun):" in lines
+    configured = {**bare_env, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s",
+                  "AWS_REGION": "eu-west-1"}  # fmt: skip
+    data = json.loads(orch(configured, "doctor", "--json").stdout)
+    [aws_report] = [c for c in data["clouds"] if c["cloud"] == "aws"]
+    checks = {c["name"]: c for c in aws_report["checks"]}
+    assert checks["credentials"] == {"name": "credentials", "ok": True, "detail": "found (env)"}
+    assert checks["region"]["detail"] == "eu-west-1 (from AWS_REGION)" and data["ok"] is True
+
+
+def test_doctor_usage_errors(bare_env) -> None:
+    result = orch(bare_env, "doctor", "--region", "us-east-1")
+    assert result.returncode == 2 and "add --online" in result.stderr
+
+
+@pytest.fixture
+def quota_env(bare_env):
+    from tests.sim.aws_quotas import QuotaServer
+
+    with QuotaServer(applied={"L-DB2E81BA": 8.0}, page_size=3) as server:
+        yield (
+            server,
+            {
+                **bare_env,
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_ENDPOINT_URL_SERVICE_QUOTAS": server.endpoint,
+            },
+        )
+
+
+def test_doctor_online_reads_the_quotas_by_name_for_a_region(quota_env) -> None:
+    server, env = quota_env
+    result = orch(env, "doctor", "--online", "--region", "us-east-1")
+    assert result.returncode == 0, result
+    quotas = [ln for ln in result.stdout.splitlines() if ln.split()[:1] == ["quota"]]
+    g = next(ln for ln in quotas if "G and VT" in ln)
+    assert "Running On-Demand G and VT instances (L-DB2E81BA) in us-east-1: 8 vCPUs" in g
+    assert "[GetServiceQuota]" in g and g.split()[1] == "ok"
+    p = next(ln for ln in quotas if "On-Demand P instances" in ln)
+    assert "0 vCPUs [ListAWSDefaultServiceQuotas (default)]" in p and p.split()[1] == "FAIL"
+    listed = [r for r in server.requests if r["operation"] == "ListAWSDefaultServiceQuotas"]
+    assert len(listed) == 3  # every page of 7 quotas, 3 at a time, read once
+    reads = [r["body"]["QuotaCode"] for r in server.requests if r["operation"] == "GetServiceQuota"]
+    assert sorted(reads) == sorted(set(reads))  # one read per quota, not per instance type
+
+
+def test_doctor_online_compares_a_plan_with_its_quota(quota_env, tmp_path) -> None:
+    from tests.support import candidate, plan_file
+
+    _, env = quota_env
+    fits = plan_file(tmp_path, candidate("g5.xlarge", region="us-east-1"))
+    ok = orch(env, "doctor", "--online", "--plan", fits)
+    assert ok.returncode == 0, ok
+    assert "g5.xlarge on-demand in us-east-1 needs 4 vCPUs; Running On-Demand G and VT" in ok.stdout
+    assert ": enough" in ok.stdout
+    short = plan_file(tmp_path, candidate("p4d.24xlarge", "spot", region="us-east-1"))
+    low = orch(env, "doctor", "--online", "--plan", short)
+    assert low.returncode == 1, low
+    line = next(ln for ln in low.stdout.splitlines() if "p4d.24xlarge" in ln)
+    assert "All P4, P3 and P2 Spot Instance Requests (L-7212CCBC) is 0" in line
+    assert "too low: request 96 or more" in line

@@ -19,6 +19,7 @@ from orchestrator.clouds.base import (
     LocalSetup,
     PriceApi,
     TaggedResource,
+    VcpuQuota,
 )
 from orchestrator.resources import resource_path
 
@@ -112,6 +113,11 @@ class AwsCloud:
         from orchestrator.clouds.aws.state import instance_state
 
         return instance_state(region, instance_id)
+
+    def vcpu_quota(self, region: str, instance_type: str, spot: bool) -> VcpuQuota | None:
+        from orchestrator.clouds.aws.quotas import vcpu_quota
+
+        return vcpu_quota(region, instance_type, spot)
 
     def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
         from orchestrator.clouds.aws.agent import SsmTransport
