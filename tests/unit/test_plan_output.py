@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -30,10 +31,11 @@ def test_an_ascii_stdout_gets_an_ascii_bar_and_no_traceback() -> None:
     assert result.returncode == 0, result.stderr.decode()
     text = result.stdout.decode("ascii")  # every byte is ASCII
     assert "Traceback" not in result.stderr.decode()
-    assert "[########..]  82%" in text  # the T4 winner's bar, in ASCII
+    bars = re.findall(r"\[[#.]{10}\] +\d+%", text)  # every row's bar, in ASCII
+    assert len(bars) == 8, text
     # Where the blocks can be encoded they are used.
     utf8 = orch("plan", "--model", "bert-large", PYTHONIOENCODING="utf-8").stdout.decode()
-    assert "[████████░░]  82%" in utf8
+    assert len(re.findall(r"\[[█░]{10}\] +\d+%", utf8)) == 8
     assert fit_bar(0.5, 4, blocks="#.") == "[##..]"
 
 
@@ -46,7 +48,8 @@ def test_the_table_fits_columns(width: int) -> None:
     head = next(ln for ln in lines if ln.startswith("#  "))
     for kept in ("instance", "$/h", "cost"):
         assert kept in head
-    assert "too narrow for: " in result.stdout.decode()
+    if width < 100:
+        assert "too narrow for: " in result.stdout.decode()
 
 
 def test_without_a_terminal_or_columns_the_table_is_whole() -> None:
