@@ -82,8 +82,11 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def run_bounded(argv: list[str], timeout: float, what: str) -> _Bounded:
-    """Run argv with no stdin; raise Unreachable after `timeout` s, OutputTooLarge past 1 MiB.
+def run_bounded(
+    argv: list[str], timeout: float, what: str, stdin_data: bytes | None = None
+) -> _Bounded:
+    """Run argv (stdin: `stdin_data`, else none); raise Unreachable after `timeout` s,
+    OutputTooLarge past 1 MiB.
 
     The command runs in its own session so that on a timeout or overflow the whole group (ssh
     and a ProxyCommand it started) is killed, and so ssh can never prompt on our terminal.
@@ -91,7 +94,7 @@ def run_bounded(argv: list[str], timeout: float, what: str) -> _Bounded:
     try:
         proc = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -119,7 +122,16 @@ def run_bounded(argv: list[str], timeout: float, what: str) -> _Bounded:
             if len(err) > 2 * MAX_STDERR_BYTES:
                 del err[: len(err) - MAX_STDERR_BYTES]
 
-    readers = [threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr)]
+    def write_stdin() -> None:
+        assert proc.stdin is not None
+        # ssh gone early (refused, box down): its status says so; the pipe error does not.
+        with contextlib.suppress(BrokenPipeError, OSError):
+            proc.stdin.write(stdin_data or b"")
+        with contextlib.suppress(BrokenPipeError, OSError):
+            proc.stdin.close()
+
+    tasks = [read_stdout, read_stderr] + ([write_stdin] if stdin_data is not None else [])
+    readers = [threading.Thread(target=f, daemon=True) for f in tasks]
     for reader in readers:
         reader.start()
     try:
@@ -194,6 +206,12 @@ def unwrap_remote(stderr: str, nonce: str) -> tuple[int | None, str]:
         return None, stderr
     match = matches[-1]
     return int(match.group(1)), stderr[: match.start()] + stderr[match.end() :]
+
+
+# The remote command of a script sent on stdin: bash reads all of it into memory, gives the
+# script's commands an empty stdin (so none of them eats the rest of the script), and runs it.
+# The script never appears in an argv: `ps` on the box shows only this line.
+READ_STDIN = "exec /bin/bash -c 'orch_script=$(cat) && exec </dev/null && eval \"$orch_script\"'"
 
 
 def _percent_escaped(arg: str) -> str:
@@ -305,15 +323,20 @@ class SshTransport:
             argv += ["-o", f"{name}={value}"]
         return [*argv, "-l", self.user, "--", self.host, script]
 
-    def run(self, script: str, timeout: float) -> CommandResult:
+    def run(self, script: str, timeout: float, *, on_stdin: bool = False) -> CommandResult:
+        """Run `script` on the box. `on_stdin`: the script travels on ssh's stdin, so no
+        process list here or on the box shows it (it may carry secrets); the command line
+        is a fixed reader (READ_STDIN)."""
         self.known_hosts_path.parent.mkdir(parents=True, exist_ok=True)
         # Never wait longer to connect than the whole call may take (near a retry deadline).
         connect_timeout = max(1, min(self.connect_timeout, int(timeout)))
         nonce = secrets.token_hex(8)
+        wrapped = wrap_remote(script, nonce)
+        remote, data = (READ_STDIN, wrapped.encode()) if on_stdin else (wrapped, None)
         with tempfile.TemporaryDirectory(prefix="orch-ssh-") as scratch:
             hop_log = Path(scratch) / "jump.log"
-            argv = self.argv(wrap_remote(script, nonce), connect_timeout, hop_log)
-            proc = run_bounded(argv, max(timeout, 1.0), self.description)
+            argv = self.argv(remote, connect_timeout, hop_log)
+            proc = run_bounded(argv, max(timeout, 1.0), self.description, data)
             hop_errors = hop_log.read_text(errors="replace") if hop_log.exists() else ""
         remote_exit, stderr = unwrap_remote(proc.stderr, nonce)
         if remote_exit is not None:

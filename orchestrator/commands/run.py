@@ -59,7 +59,11 @@ DEFAULT_RUN_TTL = DEFAULT_TTL
 )
 @click.option("--setup", help="Shell command run on the box before CMD (e.g. pip install ...).")
 @click.option(
-    "--env", "env", multiple=True, metavar="K=V", help="Environment for CMD (repeatable)."
+    "--env",
+    "env",
+    multiple=True,
+    metavar="K=V|K",
+    help="Environment for CMD (repeatable); K alone takes K's value from orch's environment.",
 )
 @click.option(
     "--exclude",

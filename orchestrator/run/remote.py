@@ -6,6 +6,7 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     setup.sh    --setup, as the user wrote it (absent without --setup)
     cmd.sh      the command after `--`, each argument quoted
     agent.py    the checkpoint agent (orchestrator/run/agent.py), with --store only
+    env         --env values (export lines), mode 0600; deleted by the wrapper once read
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch
     output.log  setup's and the command's stdout and stderr, appended
@@ -16,10 +17,12 @@ and the job works in ~/orch/work/NAME (what `orch run` synced).
 The job must outlive SSH: where systemd runs and sudo needs no password (cloud images), the
 wrapper is a transient unit (`systemd-run`), which logind cannot kill at logout even with
 KillUserProcesses=yes; elsewhere it is started with setsid + nohup in a session of its own.
-Environment values reach it in memory only: exported in the launching shell, handed to
-systemd-run by name (`--setenv NAME` takes the value from its environment, systemd-run(1)),
-through `sudo --preserve-env=NAMES` (sudoers(5): NOPASSWD: ALL implies SETENV), never
-written to a file.
+Environment values (--env) never stand in an argv or a unit property: every script travels
+on ssh's stdin (orchestrator/run/shell.py), and the launch script writes them to `env`
+(mode 0600 in the 0700 run folder), which the wrapper sources and deletes before it reports
+its pid. systemd-run gets orch's own variables only (`--setenv NAME` takes the value from its
+environment, systemd-run(1); `sudo --preserve-env=NAMES`, sudoers(5): NOPASSWD: ALL implies
+SETENV): systemd.exec(5) warns that Environment= is readable over D-Bus (`systemctl show`).
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ set -u
 run_dir=$1
 if [ -n "${ORCH_PATH:-}" ]; then export PATH="$ORCH_PATH"; fi
 unset ORCH_PATH
+# The job's environment values: read, then deleted before the pid tells orch the job runs.
+if [ -f "$run_dir/env" ]; then . "$run_dir/env"; rm -f "$run_dir/env"; fi
 echo "$$" > "$run_dir/pid.tmp" && mv -f "$run_dir/pid.tmp" "$run_dir/pid"
 child=""
 agent=""
 finish() {
+  rm -f "$run_dir/env"
   if [ -n "$agent" ]; then kill -TERM "$agent" 2>/dev/null; wait "$agent"; fi
   printf '%s %s\n' "$1" "$2" > "$run_dir/exit.tmp" && mv -f "$run_dir/exit.tmp" "$run_dir/exit"
   exit 0
@@ -114,7 +120,7 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         "umask 077",
         f'mkdir -p "$HOME/{RUNS_DIR}" {rd} "$HOME/{work_dir(spec)}"',
         f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
-        f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/interruption.json",
+        f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json",
         _put(f"{rd}/job.sh", JOB_SH, "700"),
         _put(f"{rd}/cmd.sh", f"exec {spec.command_line}\n"),
     ]
@@ -154,9 +160,8 @@ def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
     wd = f'"$HOME/{work_dir(spec)}"'
     env: dict[str, str] = dict(spec.env)
     env.update(ORCH_RUN_ID=spec.run_id, ORCH_ATTEMPT=str(launch.attempt))
-    exports = [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
-    exports.append(f"export ORCH_WORKDIR={wd}")
-    exports.append('export ORCH_PATH="$PATH"')
+    env_lines = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.items())
+    exports = [f"export ORCH_WORKDIR={wd}", 'export ORCH_PATH="$PATH"']
     if launch.store_url and spec.checkpoint_dir:
         exports += [
             f"export ORCH_STORE={shlex.quote(launch.store_url)}",
@@ -164,7 +169,7 @@ def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
             f"export ORCH_CHECKPOINT_INTERVAL={launch.checkpoint_interval_s:g}",
             f"export ORCH_CLOUD_NAME={shlex.quote(launch.cloud)}",
         ]
-    names = [*env, "ORCH_WORKDIR", "ORCH_PATH"]
+    names = ["ORCH_WORKDIR", "ORCH_PATH"]
     if launch.store_url and spec.checkpoint_dir:
         names += ["ORCH_STORE", "ORCH_CHECKPOINT_DIR", "ORCH_CHECKPOINT_INTERVAL"]
         names += ["ORCH_CLOUD_NAME"]
@@ -174,6 +179,8 @@ def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
     return "\n".join(
         [
             "set -eu",
+            "umask 077",
+            _put(f"{rd}/env", env_lines),
             *exports,
             f"cd {wd}",
             "if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1 \\",
@@ -191,7 +198,7 @@ def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
             "fi",
             "i=0",
             f'while [ ! -s {rd}/pid ] && [ "$i" -lt 200 ]; do sleep 0.05; i=$((i+1)); done',
-            f'[ -s {rd}/pid ] || {{ echo "the job did not start" >&2; exit 1; }}',
+            f'[ -s {rd}/pid ] || {{ rm -f {rd}/env; echo "the job did not start" >&2; exit 1; }}',
             f'echo "started $(cat {rd}/pid) $mode"',
         ]
     )

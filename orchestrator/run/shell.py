@@ -31,12 +31,13 @@ def ssh_transport(box: Box, ssh_config: str | None) -> SshTransport:
 def call(
     transport: SshTransport, script: str, *, what: str, timeout: float = 60, retry_s: float = 120
 ) -> CommandResult:
-    """Run `script`; while the box does not answer, retry with back-off for up to `retry_s`."""
+    """Run `script` (sent on ssh's stdin: it never shows in a process list, here or on the
+    box); while the box does not answer, retry with back-off for up to `retry_s`."""
     deadline = time.monotonic() + retry_s
     delays = backoff_delays(1.0, 10.0)
     while True:
         try:
-            return transport.run(script, timeout)
+            return transport.run(script, timeout, on_stdin=True)
         except Unreachable as exc:
             if not sleep_until(deadline, next(delays)):
                 raise OrchError(f"{what}: {exc.message}") from None

@@ -8,9 +8,11 @@ their names (`RunSpec.to_record`), never their values, since they often carry to
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shlex
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
@@ -37,13 +39,24 @@ def validate_run_id(run_id: str) -> str:
     return run_id
 
 
-def parse_env(values: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """--env K=V (repeatable); a value may hold anything but a NUL byte."""
+def parse_env(
+    values: tuple[str, ...] | list[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """--env NAME=VALUE or --env NAME (the value of NAME in orch's own environment, so a
+    secret stays out of orch's argv and the shell's history); repeatable. A value may hold
+    anything but a NUL byte."""
+    environ = os.environ if environ is None else environ
     env: dict[str, str] = {}
     for value in values:
         name, sep, text = value.partition("=")
-        if not sep or not _ENV_NAME.fullmatch(name):
-            raise UsageError(f"--env expects NAME=VALUE with a shell variable name, got {name!r}")
+        if not _ENV_NAME.fullmatch(name):
+            raise UsageError(
+                f"--env expects NAME=VALUE or NAME with a shell variable name, got {name!r}"
+            )
+        if not sep:
+            if name not in environ:
+                raise UsageError(f"--env {name}: {name} is not set in orch's environment")
+            text = environ[name]
         if name in RESERVED_ENV:
             raise UsageError(f"--env {name}: orch sets {name} for the job itself")
         if "\0" in text:

@@ -128,6 +128,20 @@ def test_env_values_keep_anything_but_nul():
         parse_env(["A=\0"])
 
 
+def test_env_name_alone_takes_the_value_from_orch_s_environment():
+    """`--env TOKEN`: the value never stands in orch's argv or the shell's history."""
+    mine = {"TOKEN": "s3cr3t 'x'", "EMPTY": ""}
+    assert parse_env(["TOKEN", "EMPTY", "B=2"], mine) == {
+        "TOKEN": "s3cr3t 'x'",
+        "EMPTY": "",
+        "B": "2",
+    }
+    with pytest.raises(UsageError, match="not set in orch's environment"):
+        parse_env(["MISSING"], mine)
+    with pytest.raises(UsageError, match="orch sets"):
+        parse_env(["ORCH_RUN_ID"], {"ORCH_RUN_ID": "x"})
+
+
 def test_store_urls():
     store = parse_store("s3://my-bucket/some/prefix/")
     assert (store.bucket, store.prefix) == ("my-bucket", "some/prefix")

@@ -5,6 +5,7 @@ HOME points at a temporary folder, as a box's login home."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from orchestrator.run import remote
 from orchestrator.run.spec import RunSpec
+from tests.support import require
 
 
 @pytest.fixture
@@ -151,3 +153,69 @@ def test_parse_status_reads_the_line_and_refuses_junk():
     running = remote.parse_status("pid=42 alive=1 exit=- size=0")
     assert running.found and running.alive and not running.done
     assert not remote.parse_status("pid=42 alive=1 exit=$(reboot) size=0").found
+
+
+FAKE_SYSTEMD_RUN = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "systemd" / "fake_systemd_run.py"
+)
+FAKE_SUDO = "#!/bin/bash\n# sudo -n [--preserve-env=...] CMD...: run CMD (as NOPASSWD: ALL would)\n"
+FAKE_SUDO += 'while [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n'
+
+
+def systemd_box(tmp_path: Path) -> tuple[list[str], Path]:
+    """argv prefix running a script where /run/systemd/system exists (a private mount
+    namespace) and systemd-run / sudo are the stand-ins; and the unit record's path."""
+    import shutil
+    import sys
+
+    unshare = shutil.which("unshare")
+    require(unshare, "unshare (util-linux), for a private /run/systemd")
+    probe = ["true"] if os.geteuid() == 0 else ["--map-root-user", "true"]
+    require(
+        subprocess.run([unshare, "--mount", *probe], capture_output=True).returncode == 0,
+        "mount namespaces (unshare --mount)",
+    )
+    fakes = tmp_path / "fakes"
+    fakes.mkdir()
+    (fakes / "systemd-run").write_text(f"#!{sys.executable}\n{FAKE_SYSTEMD_RUN.read_text()}")
+    (fakes / "sudo").write_text(FAKE_SUDO)
+    for path in fakes.iterdir():
+        path.chmod(0o755)
+    record = tmp_path / "unit.json"
+    setup = (
+        "mount -t tmpfs orch-test /run/systemd && mkdir /run/systemd/system && "
+        f'export PATH={fakes}:"$PATH" FAKE_SYSTEMD_RECORD={record} && exec bash -c "$0"'
+    )
+    mapping = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return [unshare, "--mount", "--propagation", "private", *mapping, "bash", "-c", setup], record
+
+
+def test_with_systemd_env_values_never_become_unit_properties(home, tmp_path):
+    """systemd.exec(5): Environment= is readable by anyone over D-Bus (`systemctl show`).
+    The values reach the job through the 0600 env file, which is gone once the job runs."""
+    prefix, record = systemd_box(tmp_path)
+    secret = "s3cr3t-'value' $HOME"
+    spec = spec_for(tmp_path, "bash", "-c", 'printf "got=%s\\n" "$TOKEN"', env={"TOKEN": secret})
+    assert sh(home, remote.prepare_script(spec, None)).returncode == 0
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    launched = subprocess.run(
+        [*prefix, remote.launch_script(spec, remote.LaunchEnv(attempt=1, cloud="aws"))],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    assert launched.stdout.split()[-1] == "systemd"
+    assert wait_done(home, spec).exit_code == 0
+    run_dir = home / ".orch" / "runs" / spec.run_id
+    assert f"got={secret}\n" in (run_dir / "output.log").read_text()
+    unit = json.loads(record.read_text())
+    assert "TOKEN" not in json.dumps(unit) and "s3cr3t" not in json.dumps(unit)
+    assert unit["environment"]["ORCH_WORKDIR"] == f"{home}/orch/work/project"
+    assert not (run_dir / "env").exists()
+
+
+def test_a_launch_deletes_the_env_file_before_it_reports_the_job_started(home, tmp_path):
+    spec = spec_for(tmp_path, "bash", "-c", 'echo "$TOKEN" > seen; sleep 30', env={"TOKEN": "v"})
+    run_dir = start(home, spec)
+    # `started` is printed after the wrapper wrote its pid, which it does after reading env.
+    assert not (run_dir / "env").exists()
+    sh(home, remote.stop_script(spec.run_id, grace_s=5))

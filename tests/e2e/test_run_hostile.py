@@ -1,0 +1,189 @@
+"""`orch run` under attack and faults, end to end: secrets in the environment and the working
+directory, hostile text and links from the box, a box that vanishes, a job that floods its
+output or fills its disk, orch itself SIGKILLed.
+
+One box for the whole module (`orch up` once against moto with the real hashicorp/aws
+provider; each test runs on it with `--box`), its SSH a real sshd on loopback, real rsync.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from tests import support
+from tests.e2e import sshbox
+from tests.e2e.conftest import REPO, aws_environment, orch_argv, run_orch
+from tests.e2e.test_run import CIDR, MOTO_AMI, Lines, wait_until
+from tests.support import ok, plan_file, require
+
+pytestmark = pytest.mark.e2e
+
+BOX = "hostile"
+candidate = partial(
+    support.candidate,
+    region="us-east-1",
+    image={"id": MOTO_AMI},
+    root_volume_gib=120,
+    ssh_user=os.environ.get("USER") or __import__("getpass").getuser(),
+)
+
+
+@dataclass
+class Kept:
+    env: dict[str, str]
+    server: sshbox.SshBox
+    box_home: Path
+    root: Path
+
+    def orch(self, *args: str, env: dict[str, str] | None = None, timeout: float = 600):
+        return run_orch(list(args), env or self.env, timeout=timeout)
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            orch_argv(list(args)),
+            env=env or self.env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def workdir(self, name: str, files: dict[str, str]) -> Path:
+        folder = self.root / "work" / name / "project"
+        folder.mkdir(parents=True)
+        for path, text in files.items():
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).write_text(text)
+        return folder
+
+    def run_args(self, workdir: Path, *more: str) -> list[str]:
+        return ["run", "--box", BOX, "--no-check", "--workdir", str(workdir), *more]
+
+    @property
+    def box_work(self) -> Path:
+        return self.box_home / "orch" / "work" / "project"
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.box_home / ".orch" / "runs" / run_id
+
+    def newest_run_dir(self) -> Path:
+        return sorted((self.box_home / ".orch" / "runs").iterdir())[-1]
+
+
+@pytest.fixture(scope="module")
+def kept(
+    tmp_path_factory: pytest.TempPathFactory,
+    moto_server: str,
+    tf_cli_config: Path,
+    plugin_cache: Path,
+) -> Iterator[Kept]:
+    require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
+    require(shutil.which("rsync"), "rsync (orch run syncs with it)")
+    root = tmp_path_factory.mktemp("hostile")
+    server = sshbox.make_sshbox(root / "sshd")
+    box_home = root / "box-home"
+    sshbox.set_box_environment(server, box_home)
+    server.serve("a10g")
+    env = aws_environment(moto_server, tf_cli_config, plugin_cache, root / "orch-home")
+    env["ORCH_SSH_CONFIG"] = str(sshbox.route_every_host(server, root / "routes"))
+    plan = plan_file(root, candidate("g5.xlarge"))
+    up = ["up", "--plan", plan, "--name", BOX, "--ttl", "1h", "--ssh-cidr", CIDR, "--no-check"]
+    ok(run_orch(up, env))
+    try:
+        yield Kept(env, server, box_home, root)
+    finally:
+        run_orch(["down", BOX], env)
+        server.stop()
+
+
+def run_id_of(stderr: str) -> str:
+    for word in stderr.split():
+        if word.startswith("r-") and len(word) == len("r-20261203-184257-bb9a47"):
+            return word
+    raise AssertionError(f"no run id in {stderr[-2000:]}")
+
+
+def command_lines() -> dict[int, str]:
+    """Every process's argv on this machine: orch's side and the box's (one machine here)."""
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+    return found
+
+
+# ------------------------------------------------------------------------ 1: --env values
+
+
+SEES_TOKEN_PY = """\
+import hashlib, os, pathlib, time
+print("token-sha=" + hashlib.sha256(os.environ["TOKEN"].encode()).hexdigest(), flush=True)
+print("ready", flush=True)
+while not pathlib.Path("go").exists():
+    time.sleep(0.05)
+"""
+
+# A `setsid` first on the box's PATH that holds the launch until the test lets it go, so the
+# launching processes (ssh here, the shell on the box) can be read while they exist.
+HOLD_SETSID = """#!/bin/bash
+touch "{state}/launching"
+while [ ! -e "{state}/release" ]; do sleep 0.05; done
+exec {real} "$@"
+"""
+
+
+def test_env_values_never_show_in_a_process_list_on_either_side(kept):
+    token = "tok-" + secrets.token_hex(12)
+    workdir = kept.workdir("env", {"sees_token.py": SEES_TOKEN_PY})
+    state = kept.root / "launch-hold"
+    state.mkdir()
+    shim = kept.server.bin_dir / "setsid"
+    shim.write_text(HOLD_SETSID.format(state=state, real=shutil.which("setsid")))
+    shim.chmod(0o755)
+    proc = None
+    try:
+        proc = kept.start(
+            *kept.run_args(workdir, "--env", "TOKEN", "--", "python3", "sees_token.py"),
+            env={**kept.env, "TOKEN": token},
+        )
+        wait_until((state / "launching").exists, "the launch on the box", timeout=300)
+        # Mid-launch: the ssh carrying the script here, the shell running it on the box.
+        leaks = {pid: argv for pid, argv in command_lines().items() if token in argv}
+        assert leaks == {}
+        (env_file,) = [p for p in kept.newest_run_dir().iterdir() if p.name == "env"]
+        assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+        assert oct(env_file.parent.stat().st_mode & 0o777) == "0o700"
+        (state / "release").touch()
+        out = Lines(proc.stdout)
+        out.wait_for("ready", timeout=120)
+        # The job runs with the value; no argv and no file of the run holds it any more.
+        assert {pid: a for pid, a in command_lines().items() if token in a} == {}
+        run_dir = kept.newest_run_dir()
+        assert not (run_dir / "env").exists()
+        for path in run_dir.iterdir():
+            if path.is_file():
+                assert token not in path.read_text(errors="replace"), path.name
+        (kept.box_work / "go").touch()
+        stderr = proc.stderr.read()
+        assert proc.wait(timeout=120) == 0, stderr
+        out.thread.join(timeout=10)
+        assert f"token-sha={hashlib.sha256(token.encode()).hexdigest()}" in out.lines
+    finally:
+        shim.unlink(missing_ok=True)
+        (state / "release").touch()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
