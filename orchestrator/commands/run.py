@@ -312,6 +312,12 @@ def _money(value: float | None) -> str:
     return "?" if value is None else f"${value:.4f}" if value < 1 else f"${value:.2f}"
 
 
+def _checkpoint(outcome: dict[str, Any]) -> str:
+    from orchestrator.run.checkpoints import AgentOutcome
+
+    return AgentOutcome(outcome["state"], outcome["checkpoint"], outcome["error"]).summary()
+
+
 def _print_report(report: Any, as_json: bool, detached: bool) -> None:
     data = report.to_dict()
     if as_json:
@@ -344,9 +350,10 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
         span = None if attempt.ended is None else attempt.ended - attempt.started
         where = attempt.zone or attempt.region
         reason = f" ({attempt.reason})" if attempt.reason else ""
+        saved = f"  {_checkpoint(attempt.checkpoint)}" if attempt.checkpoint else ""
         click.echo(
             f"  {attempt.number}  {attempt.instance_type:<14} {attempt.market:<9} {where:<16}"
-            f" {attempt.outcome}{reason}  {_duration(span)}  {_money(attempt.cost())}",
+            f" {attempt.outcome}{reason}  {_duration(span)}  {_money(attempt.cost())}{saved}",
             err=True,
         )
     if report.error:

@@ -14,11 +14,18 @@ Store layout (one writer per store; a reader never sees a half-written checkpoin
 
     PREFIX/checkpoints/00000007/<relative path>   the files of checkpoint 7, uploaded first
     PREFIX/checkpoints/00000007.manifest.json     {"seq", "files": {relpath: size},
-                                                   "mtime_ns": {relpath: ns}, "created"}
+                                                   "mtime_ns": {relpath: ns},
+                                                   "sha256": {relpath: hex}, "created"}
     PREFIX/checkpoints/LATEST                     "00000007", written last: the commit
 
-Restore reads LATEST, then that manifest, then exactly the files it lists. After each commit
-the newest KEEP committed checkpoints stay and older ones (and abandoned half-uploads) go.
+Restore reads LATEST, then that manifest, and validates all of it (paths, sizes, times,
+digests) before it writes anything; then it downloads exactly the files listed, each to a
+temporary name, checks each one's size and SHA-256, and only when all match renames them into
+place: a damaged or tampered checkpoint is refused whole. After each commit the newest KEEP
+committed checkpoints stay and older ones (and abandoned half-uploads) go.
+
+`watch` writes its outcome to STATEDIR/agent.json when it ends: {"final_upload": "ok" or
+"failed", "checkpoint": the last one it committed, "failed_rounds", "error"}; orch reads it.
 
 Exit status: 0 done (also "no checkpoint"), 1 a storage error or a refused checkpoint,
 2 bad usage or no S3 client at all.
@@ -32,6 +39,7 @@ replaces the instance metadata service's base URL (tests only).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -62,6 +70,9 @@ TOKEN_MARGIN_S = 60
 # One run of the aws CLI for a small object (a pointer, a manifest, a listing, a delete).
 CLI_SMALL_TIMEOUT_S = 300
 TMP_PREFIX = ".orch-agent-tmp-"
+# Largest size or time a manifest may state: os.utime and file sizes are 64-bit.
+MAX_INT64 = 2**63 - 1
+HASH_CHUNK = 1 << 20
 
 # Spot interruption notices, read from inside the instance with a session token:
 # - AWS (IMDSv2): PUT /latest/api/token with X-aws-ec2-metadata-token-ttl-seconds (1-21600),
@@ -430,11 +441,26 @@ def check_relpath(rel: object) -> str:
 
 
 def is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT64
 
 
-def parse_manifest(raw: bytes, seq: int) -> tuple[dict[str, int], dict[str, int]]:
-    """({relpath: size}, {relpath: mtime_ns}) of a manifest, validated."""
+def is_digest(value: object) -> bool:
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def parse_manifest(raw: bytes, seq: int) -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
+    """({relpath: size}, {relpath: mtime_ns}, {relpath: sha256}) of a manifest, every field
+    validated: a bad one refuses the whole checkpoint, before anything is written."""
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -443,15 +469,22 @@ def parse_manifest(raw: bytes, seq: int) -> tuple[dict[str, int], dict[str, int]
         raise BadCheckpoint(f"manifest of checkpoint {seq_name(seq)} has no files")
     if manifest.get("seq", seq) != seq:
         raise BadCheckpoint(f"manifest of checkpoint {seq_name(seq)} names another seq")
+    name = seq_name(seq)
     files = {}
     for rel, size in manifest["files"].items():
         if not is_count(size):
-            raise BadCheckpoint(f"bad size for {rel!r} in checkpoint {seq_name(seq)}")
+            raise BadCheckpoint(f"bad size for {rel!r} in checkpoint {name}")
         files[check_relpath(rel)] = size
-    mtimes = manifest.get("mtime_ns")
-    if not isinstance(mtimes, dict):
-        mtimes = {}
-    return files, {rel: ns for rel, ns in mtimes.items() if rel in files and is_count(ns)}
+    mtimes = manifest.get("mtime_ns", {})
+    digests = manifest.get("sha256")
+    if not isinstance(mtimes, dict) or not isinstance(digests, dict):
+        raise BadCheckpoint(f"manifest of checkpoint {name} has no SHA-256 digests")
+    for rel, ns in mtimes.items():
+        if rel not in files or not is_count(ns):
+            raise BadCheckpoint(f"bad mtime_ns for {str(rel)[:80]!r} in checkpoint {name}")
+    if set(digests) != set(files) or not all(is_digest(d) for d in digests.values()):
+        raise BadCheckpoint(f"manifest of checkpoint {name}: a file lacks a valid SHA-256")
+    return files, mtimes, digests
 
 
 # ------------------------------------------------------------------------------ upload
@@ -488,17 +521,18 @@ def scan_dir(root: str) -> dict[str, tuple[int, int]]:
     return found
 
 
-def upload_one(store, path: str, key: str) -> tuple[int, int] | None:
-    """Upload one file; its (size, mtime_ns) as uploaded, or None when it vanished."""
+def upload_one(store, path: str, key: str) -> tuple[int, int, str] | None:
+    """Upload one file; its (size, mtime_ns, sha256) as uploaded, or None when it vanished."""
     for _ in range(CHANGE_TRIES):
         try:
             before = os.stat(path)
+            digest = file_digest(path)
             store.upload(path, key)
             after = os.stat(path)
         except FileNotFoundError:
             return None
         if (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns):
-            return after.st_size, after.st_mtime_ns
+            return after.st_size, after.st_mtime_ns, digest
     raise FileChanging(f"{path} kept changing while it was uploaded")
 
 
@@ -521,8 +555,9 @@ def upload(store, layout: Layout, root: str, snapshot=None):  # noqa: ANN201 - (
         return None
     manifest = {
         "seq": seq,
-        "files": {rel: size for rel, (size, _) in uploaded.items()},
-        "mtime_ns": {rel: ns for rel, (_, ns) in uploaded.items()},
+        "files": {rel: got[0] for rel, got in uploaded.items()},
+        "mtime_ns": {rel: got[1] for rel, got in uploaded.items()},
+        "sha256": {rel: got[2] for rel, got in uploaded.items()},
         "created": utc_now(),
     }
     store.put_bytes(layout.manifest(seq), json.dumps(manifest, sort_keys=True).encode())
@@ -531,7 +566,7 @@ def upload(store, layout: Layout, root: str, snapshot=None):  # noqa: ANN201 - (
         prune(store, layout, seq, committed | {seq}, files)
     except StoreError as exc:  # committed all the same; the next prune tries again
         warn(f"could not delete old checkpoints: {exc}")
-    return seq, uploaded
+    return seq, {rel: got[:2] for rel, got in uploaded.items()}
 
 
 def prune(store, layout: Layout, seq: int, committed: set[int], files: dict[int, list[str]]):
@@ -552,8 +587,9 @@ def prune(store, layout: Layout, seq: int, committed: set[int], files: dict[int,
 # ------------------------------------------------------------------------------ restore
 
 
-def fetch_file(store, key: str, root: str, real_root: str, rel: str, size: int) -> str:
-    """Download one file to root/rel through a temporary name; refuses to leave root."""
+def fetch_file(store, key: str, root: str, real_root: str, rel: str, want: tuple) -> str:
+    """Download one file next to root/rel under a temporary name and check its (size,
+    sha256); returns the temporary path. Refuses to leave root."""
     target = os.path.join(root, *rel.split("/"))
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
@@ -563,18 +599,21 @@ def fetch_file(store, key: str, root: str, real_root: str, rel: str, size: int) 
     os.close(handle)
     try:
         store.download(key, tmp)
-        got = os.path.getsize(tmp)
-        if got != size:
-            raise StoreError(f"{key}: {got} bytes, the manifest says {size}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+        size, digest = os.path.getsize(tmp), file_digest(tmp)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    if size != want[0] or digest != want[1]:
+        os.unlink(tmp)
+        what = f"{size} bytes" if size != want[0] else f"SHA-256 {digest[:12]}..."
+        raise BadCheckpoint(f"{rel}: {what} does not match the manifest; checkpoint refused")
+    return tmp
 
 
 def restore(store, layout: Layout, root: str) -> tuple[int, int] | None:
-    """Download the latest committed checkpoint into root: (seq, files), or None if none."""
+    """Download the latest committed checkpoint into root: (seq, files), or None if none.
+
+    Every file is downloaded and verified before any is renamed into place."""
     os.makedirs(root, exist_ok=True)
     seq = read_latest(store, layout)
     if seq is None:
@@ -582,12 +621,21 @@ def restore(store, layout: Layout, root: str) -> tuple[int, int] | None:
     raw = store.get_bytes(layout.manifest(seq))
     if raw is None:
         raise BadCheckpoint(f"LATEST names checkpoint {seq_name(seq)}, which has no manifest")
-    files, mtimes = parse_manifest(raw, seq)
+    files, mtimes, digests = parse_manifest(raw, seq)
     real_root = os.path.realpath(root)
-    for rel in sorted(files):
-        target = fetch_file(store, layout.file(seq, rel), root, real_root, rel, files[rel])
+    fetched = {}
+    try:
+        for rel in sorted(files):
+            want = (files[rel], digests[rel])
+            fetched[rel] = fetch_file(store, layout.file(seq, rel), root, real_root, rel, want)
+    except BaseException:
+        for tmp in fetched.values():
+            os.unlink(tmp)
+        raise
+    for rel, tmp in fetched.items():
         if rel in mtimes:  # so `watch` sees the restored files as already uploaded
-            os.utime(target, ns=(mtimes[rel], mtimes[rel]))
+            os.utime(tmp, ns=(mtimes[rel], mtimes[rel]))
+        os.replace(tmp, os.path.join(root, *rel.split("/")))
     return seq, len(files)
 
 
@@ -598,7 +646,7 @@ def store_signature(store, layout: Layout) -> dict[str, tuple[int, int]] | None:
         raw = None if seq is None else store.get_bytes(layout.manifest(seq))
         if seq is None or raw is None:
             return None
-        files, mtimes = parse_manifest(raw, seq)
+        files, mtimes, _ = parse_manifest(raw, seq)
     except (StoreError, BadCheckpoint):
         return None
     if set(mtimes) != set(files):
@@ -715,6 +763,7 @@ class Watcher:
         base = os.environ.get("ORCH_AGENT_METADATA_URL", "").strip() or None
         self.metadata = Metadata(args.cloud, base)
         self.notice = None
+        self.failed_rounds, self.last_error, self.last_seq = 0, None, None
         # What the store already holds (a restored DIR is not uploaded again).
         self.signature = store_signature(store, layout)
 
@@ -742,11 +791,27 @@ class Watcher:
     def finish(self) -> int:
         for attempt in range(FINAL_TRIES):
             if self.round():
+                self.record_outcome(True)
                 return 0
             if attempt + 1 < FINAL_TRIES:
                 time.sleep(1.0)
         warn("the final upload failed; the store keeps the previous checkpoint")
+        self.record_outcome(False)
         return 1
+
+    def record_outcome(self, final_ok: bool) -> None:
+        """STATEDIR/agent.json: how the agent ended, for orch's report."""
+        record = {
+            "final_upload": "ok" if final_ok else "failed",
+            "checkpoint": None if self.last_seq is None else seq_name(self.last_seq),
+            "failed_rounds": self.failed_rounds,
+            "error": self.last_error,
+            "at": utc_now(),
+        }
+        try:
+            write_json(os.path.join(self.state_dir, "agent.json"), record)
+        except OSError as exc:
+            warn(f"cannot write agent.json: {exc}")
 
     def poll_notice(self) -> bool:
         """Ask for a spot interruption notice; True when one has just appeared."""
@@ -772,11 +837,13 @@ class Watcher:
             result = upload(self.store, self.layout, self.dir, snapshot)
         except Exception as exc:  # never fatal: the training goes on, and so do we
             warn(f"upload failed (retrying next round): {exc}")
+            self.failed_rounds += 1
+            self.last_error = one_line(exc)[:300]
             return False
         if result is None:
             return True
         seq, uploaded = result
-        self.signature = uploaded
+        self.signature, self.last_seq = uploaded, seq
         record = {"seq": seq, "files": len(uploaded), "at": utc_now()}
         try:
             write_json(os.path.join(self.state_dir, "last_upload.json"), record)

@@ -10,6 +10,8 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch
     output.log  setup's and the command's stdout and stderr, appended
+    agent.json  the checkpoint agent's outcome (final upload ok or failed), with --store
+    agent.exit  the agent's exit status, written by the wrapper once the agent is done
     exit        "STATUS STEP" once the wrapper is done (STEP: setup, cmd, restore, workdir)
 
 and the job works in ~/orch/work/NAME (what `orch run` synced).
@@ -53,7 +55,14 @@ child=""
 agent=""
 finish() {
   rm -f "$run_dir/env"
-  if [ -n "$agent" ]; then kill -TERM "$agent" 2>/dev/null; wait "$agent"; fi
+  if [ -n "$agent" ]; then
+    kill -TERM "$agent" 2>/dev/null
+    wait "$agent"
+    # A trapped signal ends `wait` early (status > 128): wait for the agent's own status.
+    agent_rc=$?
+    while kill -0 "$agent" 2>/dev/null; do wait "$agent"; agent_rc=$?; done
+    echo "$agent_rc" > "$run_dir/agent.exit"
+  fi
   printf '%s %s\n' "$1" "$2" > "$run_dir/exit.tmp" && mv -f "$run_dir/exit.tmp" "$run_dir/exit"
   exit 0
 }
@@ -120,7 +129,8 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         "umask 077",
         f'mkdir -p "$HOME/{RUNS_DIR}" {rd} "$HOME/{work_dir(spec)}"',
         f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
-        f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json",
+        f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json"
+        f" {rd}/agent.json {rd}/agent.exit",
         _put(f"{rd}/job.sh", JOB_SH, "700"),
         _put(f"{rd}/cmd.sh", f"exec {spec.command_line}\n"),
     ]

@@ -26,8 +26,8 @@ from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.terraform import Interrupted
 from orchestrator.records import asdict, field, record, replace
+from orchestrator.run import checkpoints, remote, shell, sync
 from orchestrator.run import record as records
-from orchestrator.run import remote, shell, sync
 from orchestrator.run.signals import Cancelled, cancellable, deferred
 from orchestrator.run.spec import RunSpec
 from orchestrator.run.stream import LogFollower, SshLost, StreamStopped
@@ -89,6 +89,7 @@ class Attempt:
     outcome: str = "running"  # completed | failed | reclaimed | lost | cancelled | detached
     reason: str = ""
     exit_code: int | None = None
+    checkpoint: dict[str, Any] | None = None  # the agent's outcome (checkpoints.AgentOutcome)
 
     def cost(self) -> float | None:
         if self.price_per_hour is None or self.ended is None:
@@ -364,7 +365,11 @@ class Run:
             self._raise_if_lost(box, exc)
             raise
         code = status.exit_code if status.exit_code is not None else EXIT_FAILURE
-        self.report.exit_code = code
+        final = code
+        if self.spec.store:  # a lost last checkpoint is a failed run, whatever CMD said
+            saved, final, self.report.error = checkpoints.settle(transport, self.spec.run_id, code)
+            attempt.checkpoint = saved.to_dict()
+        self.report.exit_code = final
         step = status.step
         outcome = "completed" if code == 0 else "failed"
         self._close_attempt(outcome, "" if code == 0 else f"{step} exited {code}", code)
@@ -374,7 +379,7 @@ class Run:
                 + (f" ({step})" if step not in ("cmd", "setup") else "")
             )
         self._fetch(transport)
-        self._save_record("done", exit_code=code)
+        self._save_record("done", exit_code=final)
 
     def _check(self, box: Box) -> None:
         from orchestrator.check.untrusted import printable

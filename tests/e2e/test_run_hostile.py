@@ -9,6 +9,7 @@ provider; each test runs on it with `--box`), its SSH a real sshd on loopback, r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -22,7 +23,7 @@ import pytest
 
 from tests import support
 from tests.e2e import sshbox
-from tests.e2e.conftest import REPO, aws_environment, orch_argv, run_orch
+from tests.e2e.conftest import REPO, aws_environment, free_port, moto_client, orch_argv, run_orch
 from tests.e2e.test_run import CIDR, MOTO_AMI, Lines, wait_until
 from tests.support import ok, plan_file, require
 
@@ -60,7 +61,8 @@ class Kept:
         )
 
     def workdir(self, name: str, files: dict[str, str]) -> Path:
-        folder = self.root / "work" / name / "project"
+        # Its own folder name, so its own working directory on the box (~/orch/work/NAME).
+        folder = self.root / "work" / name
         folder.mkdir(parents=True)
         for path, text in files.items():
             (folder / path).parent.mkdir(parents=True, exist_ok=True)
@@ -70,9 +72,8 @@ class Kept:
     def run_args(self, workdir: Path, *more: str) -> list[str]:
         return ["run", "--box", BOX, "--no-check", "--workdir", str(workdir), *more]
 
-    @property
-    def box_work(self) -> Path:
-        return self.box_home / "orch" / "work" / "project"
+    def box_work(self, name: str) -> Path:
+        return self.box_home / "orch" / "work" / name
 
     def run_dir(self, run_id: str) -> Path:
         return self.box_home / ".orch" / "runs" / run_id
@@ -93,7 +94,16 @@ def kept(
     root = tmp_path_factory.mktemp("hostile")
     server = sshbox.make_sshbox(root / "sshd")
     box_home = root / "box-home"
-    sshbox.set_box_environment(server, box_home)
+    # What a real box has for its checkpoint agent: credentials from its instance role (moto's
+    # S3 here); no metadata service answers (a closed port), so no spot notice ever comes.
+    box_env = {
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "ORCH_AGENT_METADATA_URL": f"http://127.0.0.1:{free_port()}",
+    }
+    sshbox.set_box_environment(server, box_home, box_env)
     server.serve("a10g")
     env = aws_environment(moto_server, tf_cli_config, plugin_cache, root / "orch-home")
     env["ORCH_SSH_CONFIG"] = str(sshbox.route_every_host(server, root / "routes"))
@@ -177,7 +187,7 @@ def test_env_values_never_show_in_a_process_list_on_either_side(kept):
         for path in run_dir.iterdir():
             if path.is_file():
                 assert token not in path.read_text(errors="replace"), path.name
-        (kept.box_work / "go").touch()
+        (kept.box_work("env") / "go").touch()
         stderr = proc.stderr.read()
         assert proc.wait(timeout=120) == 0, stderr
         out.thread.join(timeout=10)
@@ -187,3 +197,57 @@ def test_env_values_never_show_in_a_process_list_on_either_side(kept):
         (state / "release").touch()
         if proc is not None and proc.poll() is None:
             proc.kill()
+
+
+# ------------------------------------------------------------ 2: a checkpoint lost in silence
+
+CHECKPOINTING_PY = """\
+import pathlib, time
+ckpt = pathlib.Path("ckpt")
+ckpt.mkdir(exist_ok=True)
+(ckpt / "state.txt").write_text("1")
+print("ready", flush=True)
+while not pathlib.Path("go").exists():
+    time.sleep(0.05)
+(ckpt / "state.txt").write_text("2")
+"""
+
+
+def test_a_run_whose_final_checkpoint_upload_failed_exits_non_zero_and_says_so(kept):
+    s3 = moto_client("s3", kept.env)
+    s3.create_bucket(Bucket="hostile-ckpt")
+    workdir = kept.workdir("ckpt", {"checkpointing.py": CHECKPOINTING_PY})
+    proc = kept.start(
+        *kept.run_args(workdir, "--checkpoint-dir", "ckpt", "--store", "s3://hostile-ckpt/runs",
+                       "--checkpoint-interval", "1", "--", "python3", "checkpointing.py"),
+    )  # fmt: skip
+    out = Lines(proc.stdout)
+    try:
+        out.wait_for("ready", timeout=300)
+        out.wait_for("orch-agent: uploaded 1 files (checkpoint 00000001)", timeout=120)
+        # The store goes away mid-run: every object, then the bucket.
+        for item in s3.list_objects_v2(Bucket="hostile-ckpt")["Contents"]:
+            s3.delete_object(Bucket="hostile-ckpt", Key=item["Key"])
+        s3.delete_bucket(Bucket="hostile-ckpt")
+        (kept.box_work("ckpt") / "go").touch()
+        stderr = proc.stderr.read()
+        assert proc.wait(timeout=300) == 1, stderr
+        out.thread.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = stderr.splitlines()
+    (row,) = [line for line in lines if line.startswith("  1  ")]
+    assert " completed " in row and row.endswith("checkpoint upload FAILED")
+    errors = [line for line in lines if line.startswith("orch: error: ")]
+    assert len(errors) == 1 and "the final checkpoint upload failed" in errors[0]
+    assert "NoSuchBucket" in errors[0] and "the store keeps checkpoint 00000001" in errors[0]
+    assert lines[-1] == errors[0]
+    # The agent's outcome stays in the run folder.
+    run_dir = kept.newest_run_dir()
+    assert json.loads((run_dir / "agent.json").read_text())["final_upload"] == "failed"
+    assert (run_dir / "agent.exit").read_text().strip() == "1"
+    record = json.loads(
+        (Path(kept.env["ORCH_HOME"]) / "boxes" / BOX / "runs" / f"{run_dir.name}.json").read_text()
+    )
+    assert record["exit_code"] == 1

@@ -202,8 +202,19 @@ def boto3_blocker(tmp_path: Path) -> Path:
     return shim
 
 
-def manifest(seq: int, files: dict[str, int]) -> bytes:
-    return json.dumps({"seq": seq, "files": files, "created": "2026-12-03T12:00:00Z"}).encode()
+def manifest(seq: int, files: dict[str, bytes], **extra: object) -> bytes:
+    """A manifest for `files` ({relpath: its bytes}), as the agent writes one."""
+    import hashlib
+
+    return json.dumps(
+        {
+            "seq": seq,
+            "files": {rel: len(data) for rel, data in files.items()},
+            "sha256": {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()},
+            "created": "2026-12-03T12:00:00Z",
+            **extra,
+        }
+    ).encode()
 
 
 def put_checkpoint(s3, bucket: str, seq: int, files: dict[str, bytes], commit: bool) -> None:  # noqa: ANN001
@@ -212,11 +223,10 @@ def put_checkpoint(s3, bucket: str, seq: int, files: dict[str, bytes], commit: b
     for rel, data in files.items():
         s3.put_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/{name}/{rel}", Body=data)
     if commit:
-        sizes = {rel: len(data) for rel, data in files.items()}
         s3.put_object(
             Bucket=bucket,
             Key=f"{PREFIX}/checkpoints/{name}.manifest.json",
-            Body=manifest(seq, sizes),
+            Body=manifest(seq, files),
         )
         s3.put_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/LATEST", Body=name.encode())
 
@@ -244,6 +254,10 @@ def test_upload_then_restore_gives_identical_bytes(env, s3, bucket, store, tmp_p
     assert recorded["seq"] == 1
     assert recorded["files"]["model/shards/part-0.bin"] == 300_000
     assert recorded["files"]["empty.marker"] == 0
+    part = (source / "model" / "shards" / "part-0.bin").read_bytes()
+    assert recorded["sha256"]["model/shards/part-0.bin"] == __import__("hashlib").sha256(
+        part
+    ).hexdigest()
 
     target = tmp_path / "fresh" / "ckpt"  # its parent does not exist either
     down = run_agent(env, "restore", "--dir", str(target), "--store", store)
@@ -287,7 +301,7 @@ def test_half_written_checkpoint_is_never_restored(env, s3, bucket, store, tmp_p
     s3.put_object(
         Bucket=bucket,
         Key=f"{PREFIX}/checkpoints/00000003.manifest.json",
-        Body=manifest(3, {"weights.bin": 4}),
+        Body=manifest(3, {"weights.bin": b"late"}),
     )
 
     result = run_agent(env, "restore", "--dir", str(tmp_path / "ckpt"), "--store", store)
@@ -621,9 +635,11 @@ def test_relative_paths_from_the_store_are_checked(bad: str) -> None:
 
 
 def test_manifests_are_validated() -> None:
-    good = {"seq": 3, "files": {"a/b.bin": 10, "c": 0}, "mtime_ns": {"c": 5, "zz": 1}}
-    files, mtimes = agent_module.parse_manifest(json.dumps(good).encode(), 3)
-    assert files == {"a/b.bin": 10, "c": 0} and mtimes == {"c": 5}
+    digest = "ab" * 32
+    good = {"seq": 3, "files": {"a/b.bin": 10, "c": 0}, "mtime_ns": {"c": 5}}
+    good["sha256"] = {"a/b.bin": digest, "c": digest}
+    files, mtimes, digests = agent_module.parse_manifest(json.dumps(good).encode(), 3)
+    assert files == {"a/b.bin": 10, "c": 0} and mtimes == {"c": 5} and digests["c"] == digest
     with pytest.raises(agent_module.BadCheckpoint):
         agent_module.check_relpath(7)
     for bad in (
@@ -633,6 +649,12 @@ def test_manifests_are_validated() -> None:
         json.dumps({"seq": 3, "files": {"a": -1}}).encode(),
         json.dumps({"seq": 3, "files": {"a": True}}).encode(),
         json.dumps({"seq": 3, "files": {"a": "10"}}).encode(),
+        json.dumps({**good, "sha256": {"a/b.bin": digest}}).encode(),  # c has no digest
+        json.dumps({**good, "sha256": {**good["sha256"], "c": "AB" * 32}}).encode(),
+        json.dumps({**good, "mtime_ns": {"c": 10**30}}).encode(),  # past os.utime's range
+        json.dumps({**good, "mtime_ns": {"c": 1e30}}).encode(),
+        json.dumps({**good, "mtime_ns": {"zz": 1}}).encode(),  # a file not in the list
+        json.dumps({**good, "files": {"a/b.bin": 2**63, "c": 0}}).encode(),
     ):
         with pytest.raises(agent_module.BadCheckpoint):
             agent_module.parse_manifest(bad, 3)
@@ -723,3 +745,76 @@ def test_oss_endpoints_get_virtual_hosted_addressing() -> None:
     other = agent_module.client_config("http://127.0.0.1:9000")
     assert not (other.s3 or {}).get("addressing_style")
     assert other.signature_version is None
+
+
+# ------------------------------------------------------------------------------ integrity
+
+
+def test_a_file_that_does_not_match_its_sha256_refuses_the_whole_checkpoint(
+    env, s3, bucket, store, tmp_path
+) -> None:
+    source = checkpoint_dir(tmp_path / "out")
+    assert run_agent(env, "upload", "--dir", str(source), "--store", store).returncode == 0
+    key = f"{PREFIX}/checkpoints/00000001/optimizer.pt"
+    s3.put_object(Bucket=bucket, Key=key, Body=os.urandom(4096))  # same size, other bytes
+    target = tmp_path / "back"
+    result = run_agent(env, "restore", "--dir", str(target), "--store", store)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "optimizer.pt: SHA-256" in lines[0] and "refused" in lines[0]
+    assert [p for p in target.rglob("*") if p.is_file()] == []  # nothing restored, no leftovers
+
+
+def test_a_manifest_with_an_impossible_mtime_is_refused_before_anything_is_written(
+    env, s3, bucket, store, tmp_path
+) -> None:
+    files = {"a.bin": b"first", "b.bin": b"second"}
+    put_checkpoint(s3, bucket, 1, files, commit=False)
+    body = manifest(1, files, mtime_ns={"a.bin": 10**30, "b.bin": 1})
+    s3.put_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/00000001.manifest.json", Body=body)
+    s3.put_object(Bucket=bucket, Key=f"{PREFIX}/checkpoints/LATEST", Body=b"00000001")
+    target = tmp_path / "back"
+    result = run_agent(env, "restore", "--dir", str(target), "--store", store)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad mtime_ns for 'a.bin'" in lines[0]
+    assert [p for p in target.rglob("*") if p.is_file()] == []
+
+
+def test_watch_records_its_outcome_and_a_lost_store_is_a_failed_final_upload(
+    env, s3, bucket, store, md, tmp_path
+):
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    (source / "a.bin").write_bytes(b"a")
+    process = start_watch(env, source, store, state, interval=0.2)
+    try:
+        assert wait_until(lambda: last_seq(state) == 1)
+        # The store goes away mid-run (emptied and deleted), then the job writes more.
+        for key in [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]:
+            s3.delete_object(Bucket=bucket, Key=key)
+        s3.delete_bucket(Bucket=bucket)
+        (source / "b.bin").write_bytes(b"b")
+    finally:
+        code, _, err = stop(process)
+    assert code == 1
+    assert "the final upload failed" in err
+    outcome = read_json(state / "agent.json")
+    assert outcome is not None and outcome["final_upload"] == "failed"
+    assert outcome["checkpoint"] == "00000001" and outcome["failed_rounds"] >= 1
+    assert "NoSuchBucket" in outcome["error"]
+
+
+def test_watch_records_a_good_final_upload(env, s3, bucket, store, md, tmp_path):
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    (source / "first.bin").write_bytes(b"first")
+    process = start_watch(env, source, store, state, interval=0.2)
+    try:
+        assert wait_until(lambda: last_seq(state) == 1)  # running, its signals taken
+    finally:
+        code, _, err = stop(process)
+    assert code == 0, err
+    outcome = read_json(state / "agent.json")
+    assert outcome is not None and outcome["final_upload"] == "ok"
+    assert outcome["checkpoint"] == "00000001" and outcome["error"] is None

@@ -201,3 +201,29 @@ def test_report_costs_time_lost_and_on_demand_reference():
     data = report.to_dict()
     assert data["attempts"][0]["started"] == "1970-01-01T00:00:00Z"
     assert data["cost_usd"] == 2.0 and data["recoveries"] == 1
+
+
+def test_the_agent_s_outcome_is_read_warily_and_a_failed_final_upload_fails_the_run():
+    from orchestrator.run.checkpoints import failure_line, parse_outcome
+
+    ok_text = 'exit=0\n{"final_upload": "ok", "checkpoint": "00000003", "error": null}'
+    assert parse_outcome(ok_text).summary() == "checkpoint 00000003"
+    failed = parse_outcome(
+        'exit=1\n{"final_upload": "failed", "checkpoint": "00000002", "error": "No\\u001b]0;x"}'
+    )
+    assert failed.failed and failed.error == "No\\x1b]0;x"  # box text, escaped
+    assert failure_line(failed) == (
+        "the final checkpoint upload failed (No\\x1b]0;x); the store keeps checkpoint 00000002"
+    )
+    assert parse_outcome("exit=2\n").error == "the checkpoint agent exited 2"
+    for junk in ("", "exit=-\n", "exit=$(x)\n{]", 'exit=0\n{"final_upload": "maybe"}'):
+        assert parse_outcome(junk).state == "unknown"
+    forged = parse_outcome('exit=0\n{"final_upload": "ok", "checkpoint": "../../x"}')
+    assert forged.state == "saved" and forged.checkpoint is None
+
+
+def test_the_report_carries_each_attempt_s_checkpoint_outcome():
+    attempt = session.Attempt(1, "aws", "us-east-1", "g5.xlarge", "spot", "", 1.0, 0.0)
+    attempt.checkpoint = {"state": "failed", "checkpoint": None, "error": "gone"}
+    report = session.RunReport("r-20261203-101500-a1b2c3", "b", 1, attempts=[attempt])
+    assert report.to_dict()["attempts"][0]["checkpoint"]["state"] == "failed"
