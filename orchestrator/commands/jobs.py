@@ -12,10 +12,13 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.check_options import ssh_config_option
+from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.duration_type import DURATION
 from orchestrator.errors import EXIT_FAILURE, OrchError
+
+# The longest `orch wait` (a training job may run for weeks).
+WAIT_MAX_S = 60 * DAY_S
 
 run_option = click.option("--run", "run_id", metavar="RUN_ID", help="A run other than the newest.")
 
@@ -31,13 +34,32 @@ def _box_and_run(name: str, run_id: str | None, ssh_config: str | None):  # noqa
     return box, run, transport
 
 
+def _gone(box: Any):  # noqa: ANN202 - the cloud's word, asked before each SSH retry
+    from functools import partial
+
+    from orchestrator.run.reach import box_gone
+
+    return partial(box_gone, box)
+
+
 @click.command("logs")
 @click.argument("name")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With -f: give up when SSH stays silent this long (the cloud is asked first).",
+)
 @run_option
 @ssh_config_option()
-def logs(name: str, follow: bool, run_id: str | None, ssh_config: str | None) -> None:
-    """Print the output of the newest run on box NAME (-f: follow it to the end).
+def logs(
+    name: str, follow: bool, timeout: float, run_id: str | None, ssh_config: str | None
+) -> None:
+    """Print the output of the newest run on box NAME (-f: follow it to the end). On a
+    terminal, the box's control characters are shown escaped.
 
     \b
     Examples:
@@ -45,21 +67,44 @@ def logs(name: str, follow: bool, run_id: str | None, ssh_config: str | None) ->
       orch logs exp1 -f
       orch logs exp1 --run r-20261203-101500-a1b2c3
     """
+    from orchestrator.run import terminal
     from orchestrator.run.remote import run_dir
     from orchestrator.run.stream import LogFollower
 
+    bounded("--timeout", timeout, low=5, high=DAY_S)
     box, run, transport = _box_and_run(name, run_id, ssh_config)
-    if follow:
-        LogFollower(transport, run["run_id"], sys.stdout.buffer, make_say(False)).follow()
-        return
-    from orchestrator.run.shell import stream_argv
+    sink = terminal.for_terminal(sys.stdout.buffer, sys.stdout)
+    try:
+        if follow:
+            LogFollower(
+                transport,
+                run["run_id"],
+                sink,
+                make_say(False),
+                lost_after_s=timeout,
+                gone=_gone(box),
+            ).follow()
+            return
+        _print_log(transport, f"cat {run_dir(run['run_id'])}/output.log", sink, run["run_id"])
+    finally:
+        terminal.finish(sink)
 
-    argv = stream_argv(transport, f"cat {run_dir(run['run_id'])}/output.log")
+
+def _print_log(transport: Any, script: str, sink: Any, run_id: str) -> None:
     import subprocess
 
-    code = subprocess.run(argv, stdin=subprocess.DEVNULL).returncode
+    from orchestrator.run.shell import stream_argv
+
+    proc = subprocess.Popen(
+        stream_argv(transport, script), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    while chunk := proc.stdout.read1(65536):
+        sink.write(chunk)
+        sink.flush()
+    code = proc.wait()
     if code != 0:
-        raise OrchError(f"reading the output of run {run['run_id']} failed (ssh exit {code})")
+        raise OrchError(f"reading the output of run {run_id} failed (ssh exit {code})")
 
 
 @click.command("wait")
@@ -82,20 +127,17 @@ def wait(
       orch wait exp2 --timeout 10h --json
     """
     from orchestrator.provision import lifecycle
-    from orchestrator.run import record, remote, shell, sync
+    from orchestrator.run import checkpoints, record, sync
 
+    if timeout is not None:
+        bounded("--timeout", timeout, low=1, high=WAIT_MAX_S)
     box, run, transport = _box_and_run(name, run_id, ssh_config)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        text = shell.call_ok(transport, remote.status_script(run["run_id"]), what="status")
-        status = remote.parse_status(text)
-        if status.done or not status.found or not status.alive:
-            break
-        if deadline is not None and time.monotonic() > deadline:
-            raise OrchError(f"run {run['run_id']} still runs after {timeout:g} s")
-        time.sleep(5)
+    status = _wait_for_end(box, run, transport, timeout)
     code = status.exit_code if status.exit_code is not None else EXIT_FAILURE
     say = make_say(as_json)
+    problem = saved = None
+    if run.get("store") and status.found:
+        saved, code, problem = checkpoints.settle(transport, run["run_id"], code)
     fetched: list[str] = []
     if run.get("fetch"):
         local = run.get("workdir") or "."
@@ -108,26 +150,44 @@ def wait(
         lifecycle.down(box.name, box.state_url, say, make_progress(as_json))
         destroyed = True
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "run_id": run["run_id"],
-                    "box": name,
-                    "exit_code": code,
-                    "step": status.step,
-                    "fetched": fetched,
-                    "box_destroyed": destroyed,
-                }
-            )
-        )
+        outcome = {"run_id": run["run_id"], "box": name, "exit_code": code, "step": status.step}
+        outcome.update(fetched=fetched, box_destroyed=destroyed, error=problem)
+        outcome["checkpoint"] = saved.to_dict() if saved else None
+        click.echo(json.dumps(outcome))
     else:
         click.echo(
             f"run {run['run_id']} on box {name}: exit {code}"
             + (" (box destroyed)" if destroyed else ""),
             err=True,
         )
+        if problem:
+            click.echo(f"orch: error: {problem}", err=True)
     if code:
         sys.exit(code)
+
+
+def _wait_for_end(box: Any, run: dict[str, Any], transport: Any, timeout: float | None) -> Any:
+    """Poll the run's status until it ends; --timeout bounds the whole wait, SSH retries
+    included, and a box the cloud calls gone ends it at once."""
+    from orchestrator.run import reach, remote, shell
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        window = reach.retry_window(deadline)
+        text = shell.call_ok(
+            transport,
+            remote.status_script(run["run_id"]),
+            what="reading the run's status",
+            timeout=min(60.0, window),
+            retry_s=window,
+            gone=_gone(box),
+        )
+        status = remote.parse_status(text)
+        if status.done or not status.found or not status.alive:
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            raise OrchError(f"run {run['run_id']} still runs after {timeout:g} s")
+        time.sleep(5 if deadline is None else max(0.0, min(5.0, deadline - time.monotonic())))
 
 
 def _local_dir(path: str):  # noqa: ANN202
@@ -142,8 +202,16 @@ def _local_dir(path: str):  # noqa: ANN202
 @click.command("stop")
 @click.argument("name")
 @run_option
+@click.option(
+    "--timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to keep trying a box that does not answer (the cloud is asked first).",
+)
 @ssh_config_option()
-def stop(name: str, run_id: str | None, ssh_config: str | None) -> None:
+def stop(name: str, run_id: str | None, timeout: float, ssh_config: str | None) -> None:
     """Stop the run on box NAME: TERM, then KILL after 30 s. The box stays; `orch wait NAME`
     then fetches and destroys what the run created.
 
@@ -153,12 +221,15 @@ def stop(name: str, run_id: str | None, ssh_config: str | None) -> None:
     """
     from orchestrator.run import remote, shell
 
-    _, run, transport = _box_and_run(name, run_id, ssh_config)
+    bounded("--timeout", timeout, low=1, high=DAY_S)
+    box, run, transport = _box_and_run(name, run_id, ssh_config)
     out = shell.call_ok(
         transport,
         remote.stop_script(run["run_id"]),
         what="stopping the run",
         timeout=remote.STOP_GRACE_S + 15,
+        retry_s=timeout,
+        gone=_gone(box),
     )
     parsed = remote.parse_exit_line(out)
     shown = f"exit {parsed[0]}" if parsed else "it was not running"

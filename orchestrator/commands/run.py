@@ -162,12 +162,14 @@ def run(command: tuple[str, ...], **options: Any) -> None:
       orch run --pool gpu --fetch outputs -- python train.py
     """
     from orchestrator.run.session import Run
+    from orchestrator.run.terminal import for_terminal
 
     if not command:
         command = tuple(file_setting("command") or ())  # orch.yaml's run.command
     request = _request(command, options)
     as_json = options["as_json"]
-    sink = (sys.stderr if as_json else sys.stdout).buffer
+    stream = sys.stderr if as_json else sys.stdout
+    sink = for_terminal(stream.buffer, stream)  # box text escaped on a terminal
     if options["pool"]:
         report = _run_on_pool(request, options, sink)
     else:

@@ -26,7 +26,7 @@ from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.terraform import Interrupted
 from orchestrator.records import asdict, field, record, replace
-from orchestrator.run import checkpoints, remote, shell, sync
+from orchestrator.run import checkpoints, remote, shell, sync, terminal
 from orchestrator.run import record as records
 from orchestrator.run.signals import Cancelled, cancellable, deferred
 from orchestrator.run.spec import RunSpec
@@ -207,6 +207,7 @@ class Run:
                 self._close_attempt("lost" if lost else "failed", exc.message)
                 stop_job = not isinstance(exc, BoxLost)
             self._teardown(stop_job=stop_job)
+        terminal.finish(self.sink)  # what a terminal sink held back of the last line
         return self.report
 
     def _run(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 
 from orchestrator.check.transport import (
     SshTransport,
@@ -28,26 +29,46 @@ def ssh_transport(box: Box, ssh_config: str | None) -> SshTransport:
     return transport
 
 
+Gone = Callable[[], "str | None"]
+
+
 def call(
-    transport: SshTransport, script: str, *, what: str, timeout: float = 60, retry_s: float = 120
+    transport: SshTransport,
+    script: str,
+    *,
+    what: str,
+    timeout: float = 60,
+    retry_s: float = 120,
+    gone: Gone | None = None,
 ) -> CommandResult:
     """Run `script` (sent on ssh's stdin: it never shows in a process list, here or on the
-    box); while the box does not answer, retry with back-off for up to `retry_s`."""
+    box); while the box does not answer, retry with back-off for up to `retry_s`. `gone`
+    (the cloud's word, orchestrator/run/reach.py) is asked before each retry: a box that is
+    gone ends the call at once."""
     deadline = time.monotonic() + retry_s
     delays = backoff_delays(1.0, 10.0)
     while True:
         try:
             return transport.run(script, timeout, on_stdin=True)
         except Unreachable as exc:
+            reason = gone() if gone is not None else None
+            if reason:
+                raise OrchError(f"{what}: the box is gone ({reason})") from None
             if not sleep_until(deadline, next(delays)):
-                raise OrchError(f"{what}: {exc.message}") from None
+                raise OrchError(f"{what}: {exc.message} (no answer for {retry_s:g} s)") from None
 
 
 def call_ok(
-    transport: SshTransport, script: str, *, what: str, timeout: float = 60, retry_s: float = 120
+    transport: SshTransport,
+    script: str,
+    *,
+    what: str,
+    timeout: float = 60,
+    retry_s: float = 120,
+    gone: Gone | None = None,
 ) -> str:
     """`call`, and a non-zero exit is an OrchError naming `what` and the box's last line."""
-    result = call(transport, script, what=what, timeout=timeout, retry_s=retry_s)
+    result = call(transport, script, what=what, timeout=timeout, retry_s=retry_s, gone=gone)
     if result.exit_code != 0:
         last = (result.stderr.strip().splitlines() or ["no message"])[-1][:300]
         raise OrchError(f"{what} failed on the box (exit {result.exit_code}): {last}")

@@ -42,6 +42,8 @@ class LogFollower:
     offset: int = 0  # bytes of output.log already written to `sink`
     lost_after_s: float = 300.0  # no answer for this long: SSH is lost for good
     reconnects: int = 0
+    # Asked before each reconnect: the cloud's word that the box is gone (run/reach.py).
+    gone: Callable[[], str | None] | None = None
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _stopped: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -75,6 +77,9 @@ class LogFollower:
             if time.monotonic() - started > 5:
                 last_contact = max(last_contact, started)  # it was connected for a while
                 delays = backoff_delays(1.0, 10.0)
+            reason = self.gone() if self.gone is not None and not got else None
+            if reason:
+                raise OrchError(f"the box is gone ({reason}); run {self.run_id} ended with it")
             silent = time.monotonic() - last_contact
             if silent > self.lost_after_s:
                 raise SshLost(

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -251,3 +252,106 @@ def test_a_run_whose_final_checkpoint_upload_failed_exits_non_zero_and_says_so(k
         (Path(kept.env["ORCH_HOME"]) / "boxes" / BOX / "runs" / f"{run_dir.name}.json").read_text()
     )
     assert record["exit_code"] == 1
+
+
+# ------------------------------------------------------------- 7: box text on a terminal
+
+HOSTILE_TEXT_PY = """\
+import sys
+out = sys.stdout.buffer
+out.write(b"title\\x1b]0;pwned\\x07 clear\\x1b[2J csi\\xc2\\x9b1m\\n")
+out.write(b"orch: run r-20260101-000000-abcdef on box hostile: exit 0\\n")
+out.write(b"progress 50%\\rorch: forged after a carriage return\\n")
+out.write(b"tab\\tkept\\n")
+"""
+
+
+def on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, bytes, str]:
+    """Run argv with its stdout on a pseudo-terminal: (exit status, what the terminal got,
+    stderr)."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE
+    )
+    os.close(slave)
+    got = bytearray()
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not chunk:
+            break
+        got.extend(chunk)
+    os.close(master)
+    stderr = proc.stderr.read().decode(errors="replace")
+    return proc.wait(timeout=300), bytes(got), stderr
+
+
+def assert_neutralised(shown: bytes) -> None:
+    text = shown.decode()
+    assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
+    assert "title\\x1b]0;pwned\\x07 clear\\x1b[2J csi\\x9b1m" in text
+    assert "[box] orch: run r-20260101-000000-abcdef on box hostile: exit 0" in text
+    assert "progress 50%\r[box] orch: forged after a carriage return" in text
+    assert "tab\tkept" in text
+
+
+def test_box_text_is_escaped_on_a_terminal_and_cannot_pass_for_orch(kept):
+    workdir = kept.workdir("text", {"hostile_text.py": HOSTILE_TEXT_PY})
+    argv = orch_argv(kept.run_args(workdir, "--", "python3", "hostile_text.py"))
+    code, shown, stderr = on_a_terminal(argv, kept.env)
+    assert code == 0, stderr
+    assert_neutralised(shown)
+    # The same through `orch logs` on a terminal...
+    code, shown, stderr = on_a_terminal(orch_argv(["logs", BOX]), kept.env)
+    assert code == 0, stderr
+    assert_neutralised(shown)
+    # ...while a pipe or a file gets the box's exact bytes.
+    raw = subprocess.run(
+        orch_argv(["logs", BOX]), env=kept.env, cwd=REPO, capture_output=True, timeout=300
+    )
+    assert raw.returncode == 0 and b"title\x1b]0;pwned\x07 clear\x1b[2J" in raw.stdout
+
+
+# --------------------------------------------------------- 9: a box that is gone, timeouts
+
+
+def test_wait_stop_and_logs_give_up_on_a_box_that_is_gone_and_honour_timeout(kept):
+    ec2 = moto_client("ec2", kept.env)
+    plan = plan_file(kept.root, candidate("g5.xlarge"))
+    up = ["up", "--plan", plan, "--name", "ghost", "--ttl", "1h", "--ssh-cidr", CIDR]
+    ok(kept.orch(*up, "--no-check"))
+    workdir = kept.workdir("ghost", {"idle.py": "import time\ntime.sleep(900)\n"})
+    pids: list[int] = []
+    try:
+        for box in ("ghost", BOX):
+            args = ["run", "--box", box, "--no-check", "--detach", "--workdir", str(workdir)]
+            started = ok(kept.orch(*args, "--", "python3", "idle.py"))
+            pid_file = kept.run_dir(run_id_of(started.stderr)) / "pid"
+            pids.append(int(pid_file.read_text()))
+        # The box's SSH stops answering; the cloud terminates one of the two instances.
+        kept.server.stop()
+        record = json.loads(
+            (Path(kept.env["ORCH_HOME"]) / "boxes" / "ghost" / "box.json").read_text()
+        )
+        ec2.terminate_instances(InstanceIds=[record["outputs"]["instance_id"]])
+        for command in (["wait", "ghost"], ["stop", "ghost"], ["logs", "ghost", "-f"]):
+            result = kept.orch(*command)
+            assert result.returncode == 1, result.stderr
+            (line,) = result.stderr.strip().splitlines()
+            assert line.startswith("orch: error: ") and "the box is gone (terminated" in line
+        # A box the cloud still runs: --timeout bounds the SSH retries, not a fixed 120 s.
+        result = kept.orch("wait", BOX, "--timeout", "2")
+        assert result.returncode == 1, result.stderr
+        assert "no answer for 2 s" in result.stderr
+        result = kept.orch("stop", BOX, "--timeout", "2")
+        assert result.returncode == 1 and "no answer for 2 s" in result.stderr
+    finally:
+        kept.server.start()
+        for pid in pids:
+            with __import__("contextlib").suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        kept.orch("down", "ghost")

@@ -255,9 +255,10 @@ def test_upload_then_restore_gives_identical_bytes(env, s3, bucket, store, tmp_p
     assert recorded["files"]["model/shards/part-0.bin"] == 300_000
     assert recorded["files"]["empty.marker"] == 0
     part = (source / "model" / "shards" / "part-0.bin").read_bytes()
-    assert recorded["sha256"]["model/shards/part-0.bin"] == __import__("hashlib").sha256(
-        part
-    ).hexdigest()
+    assert (
+        recorded["sha256"]["model/shards/part-0.bin"]
+        == __import__("hashlib").sha256(part).hexdigest()
+    )
 
     target = tmp_path / "fresh" / "ckpt"  # its parent does not exist either
     down = run_agent(env, "restore", "--dir", str(target), "--store", store)

@@ -227,3 +227,17 @@ def test_the_report_carries_each_attempt_s_checkpoint_outcome():
     attempt.checkpoint = {"state": "failed", "checkpoint": None, "error": "gone"}
     report = session.RunReport("r-20261203-101500-a1b2c3", "b", 1, attempts=[attempt])
     assert report.to_dict()["attempts"][0]["checkpoint"]["state"] == "failed"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("wait", "exp1", "--timeout", "nan"),
+        ("wait", "exp1", "--timeout", "-5"),
+        ("wait", "exp1", "--timeout", "inf"),
+        ("stop", "exp1", "--timeout", "0"),
+        ("logs", "exp1", "-f", "--timeout", "nan"),
+    ],
+)
+def test_job_command_durations_are_bounded(home, capsys, argv):
+    refused(capsys, *argv, words=("--timeout",))
