@@ -550,14 +550,27 @@ def test_watch_survives_storage_errors_and_retries(env, s3, bucket, store, md, t
     (source / "a.bin").write_bytes(b"a")
     missing = f"s3://{bucket}-later/{PREFIX}"
     process = start_watch(env, source, missing, state, interval=0.2)
+    lines: list[str] = []
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+
+    reader = __import__("threading").Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(1.0)
+        # Wait for the failure itself (not a guessed time), then for the retry to succeed.
+        assert wait_until(lambda: any("upload failed" in line for line in lines), timeout=60)
         assert process.poll() is None  # errors are not fatal
         s3.create_bucket(Bucket=f"{bucket}-later")
-        assert wait_until(lambda: last_seq(state) == 1)
+        assert wait_until(lambda: last_seq(state) == 1, timeout=60)
     finally:
-        code, _, err = stop(process)
-    assert code == 0
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+        reader.join(timeout=10)
+    err = "".join(lines)
+    assert code == 0, err
     assert "upload failed (retrying next round)" in err
     assert "NoSuchBucket" in err
 
