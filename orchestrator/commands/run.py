@@ -73,6 +73,13 @@ DEFAULT_RUN_TTL = DEFAULT_TTL
     help="rsync exclude pattern, besides .gitignore and .git (repeatable).",
 )
 @click.option(
+    "--include",
+    "includes",
+    multiple=True,
+    metavar="PATTERN",
+    help="rsync pattern synced even if ignored or a secret (.env, *.pem, id_*, .aws/).",
+)
+@click.option(
     "--fetch",
     "fetch",
     multiple=True,
@@ -192,6 +199,7 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         setup=options["setup"],
         env=parse_env(options["env"]),
         excludes=list(options["excludes"]),
+        includes=list(options["includes"]),
         fetch=list(options["fetch"]),
         checkpoint_dir=options["checkpoint_dir"],
         store=parse_store(options["store"]) if options["store"] else None,

@@ -329,7 +329,8 @@ class Run:
             )
             self.remote_dir = _prepared_dir(prepared)
             self.say(f"syncing {self.spec.workdir} to box {box.name}")
-            sync.push(transport, self.spec.workdir, self.remote_dir, self.spec.excludes)
+            sync.push(transport, self.spec.workdir, self.remote_dir, self.spec.excludes,
+                      self.spec.includes, self.say)  # fmt: skip
             launch = remote.LaunchEnv(
                 attempt=attempt.number,
                 cloud=box.cloud,

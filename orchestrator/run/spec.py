@@ -115,6 +115,7 @@ class RunSpec:
     setup: str | None = None  # a shell command line the user wrote, run as written
     env: dict[str, str] = field(default_factory=dict)
     excludes: list[str] = field(default_factory=list)
+    includes: list[str] = field(default_factory=list)  # forced in, secrets included
     fetch: list[str] = field(default_factory=list)
     checkpoint_dir: str | None = None  # relative to the working directory on the box
     store: Store | None = None
@@ -133,9 +134,10 @@ class RunSpec:
         self.fetch = [relative_box_path(p, "--fetch") for p in self.fetch]
         if len(self.fetch) > MAX_FETCH:
             raise UsageError(f"at most {MAX_FETCH} --fetch paths")
-        for pattern in self.excludes:
-            if not pattern or "\n" in pattern or "\0" in pattern:
-                raise UsageError(f"--exclude {pattern!r} is not a pattern")
+        for option, patterns in (("--exclude", self.excludes), ("--include", self.includes)):
+            for pattern in patterns:
+                if not pattern or "\n" in pattern or "\0" in pattern:
+                    raise UsageError(f"{option} {pattern!r} is not a pattern")
         if not 1 <= self.checkpoint_interval_s <= 86400:
             raise UsageError("--checkpoint-interval must be between 1 s and 1 day")
         validate_run_id(self.run_id)

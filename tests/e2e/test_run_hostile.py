@@ -355,3 +355,73 @@ def test_wait_stop_and_logs_give_up_on_a_box_that_is_gone_and_honour_timeout(kep
             with __import__("contextlib").suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
         kept.orch("down", "ghost")
+
+
+# ---------------------------------------------------------- 6: links leading off the box dir
+
+LINKS_PY = """\
+import os, pathlib
+out = pathlib.Path("outputs")
+out.mkdir(exist_ok=True)
+(out / "data.txt").write_text("data")
+os.symlink("data.txt", out / "fine")
+os.symlink("/etc", out / "etc")
+os.symlink("../../../outside", out / "up")
+os.symlink("/etc", "whole")
+"""
+
+
+def test_fetch_never_brings_back_links_leading_outside_the_working_directory(kept):
+    workdir = kept.workdir("links", {"links.py": LINKS_PY})
+    result = kept.orch(
+        *kept.run_args(
+            workdir, "--fetch", "outputs", "--fetch", "whole", "--", "python3", "links.py"
+        )
+    )
+    assert result.returncode == 0, result.stderr
+    local = workdir / "outputs"
+    assert (local / "data.txt").read_text() == "data"
+    assert os.readlink(local / "fine") == "data.txt"  # a link inside comes back
+    for name in ("etc", "up"):
+        assert not os.path.lexists(local / name)
+    assert not os.path.lexists(workdir / "whole")
+    said = [line for line in result.stderr.splitlines() if "left out symlinks" in line]
+    assert any("outputs/etc -> /etc" in line and "outputs/up -> ../../../outside" in line
+               for line in said), result.stderr  # fmt: skip
+    assert any("whole -> /etc" in line for line in said), result.stderr
+
+
+# ------------------------------------------------------------- 10: secrets in the workdir
+
+
+def test_secrets_and_git_s_other_ignore_files_stay_here_unless_included(kept):
+    workdir = kept.workdir(
+        "secrets",
+        {
+            "train.py": "print('trained')\n",
+            ".env": "TOKEN=1\n",
+            "keys/server.pem": "key\n",
+            "keys/keep.pem": "public cert\n",
+            "id_ed25519": "private\n",
+            ".aws/credentials": "[default]\n",
+            "repo-only.txt": "x\n",
+            "user-only.txt": "x\n",
+            ".git/info/exclude": "# git's own exclude file\nrepo-only.txt\n",
+        },
+    )
+    user_ignore = kept.root / "user-gitignore"
+    user_ignore.write_text("user-only.txt\n")
+    git_config = kept.root / "gitconfig"
+    git_config.write_text(f"[core]\n\texcludesFile = {user_ignore}\n")
+    env = {**kept.env, "GIT_CONFIG_GLOBAL": str(git_config)}
+    result = kept.orch(
+        *kept.run_args(workdir, "--include", "keep.pem", "--", "python3", "train.py"), env=env
+    )
+    assert result.returncode == 0, result.stderr
+    remote = kept.box_work("secrets")
+    synced = sorted(p.relative_to(remote).as_posix() for p in remote.rglob("*"))
+    assert synced == ["keys", "keys/keep.pem", "train.py"]
+    (said,) = [line for line in result.stderr.splitlines() if "not synced" in line]
+    for name in (".env", "keys/server.pem", "id_ed25519", ".aws"):
+        assert name in said
+    assert "keep.pem" not in said and "--include" in said

@@ -219,3 +219,51 @@ def test_a_launch_deletes_the_env_file_before_it_reports_the_job_started(home, t
     # `started` is printed after the wrapper wrote its pid, which it does after reading env.
     assert not (run_dir / "env").exists()
     sh(home, remote.stop_script(spec.run_id, grace_s=5))
+
+
+def test_the_links_a_fetch_leaves_out_are_those_leading_outside_the_working_directory(tmp_path):
+    from orchestrator.run.sync import unsafe_links_script
+
+    work = tmp_path / "work"
+    (work / "outputs" / "sub").mkdir(parents=True)
+    (work / "deep").mkdir()
+    for link, target in (
+        ("outputs/etc", "/etc"),
+        ("outputs/up", "../../x"),
+        ("outputs/sub/ok", "../../train.py"),  # climbs, but stays inside
+        ("outputs/in", "sub"),
+        ("whole", "/etc"),
+        ("deep/parent", "/tmp"),
+    ):
+        os.symlink(target, work / link)
+
+    def listed(path: str) -> list[str]:
+        result = subprocess.run(
+            ["bash", "-c", unsafe_links_script(str(work), path)], capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        return sorted(result.stdout.splitlines())
+
+    assert listed("outputs") == ["outputs/etc -> /etc", "outputs/up -> ../../x"]
+    assert listed("whole") == ["whole -> /etc"]
+    assert listed("deep/parent/x") == ["deep/parent -> /tmp"]  # a parent folder that is a link
+    assert listed("missing") == []
+
+
+def test_rsync_filter_lines_name_the_secrets_left_out(tmp_path):
+    from orchestrator.run import ignores
+
+    output = "\n".join(
+        [
+            "[sender] hiding file .env because of pattern .env",
+            "[sender] hiding directory .aws because of pattern .aws/",
+            "[sender] hiding file keys/a b.pem because of pattern *.pem",
+            "[sender] hiding directory data because of pattern data/",  # .gitignore: not said
+            "sending incremental file list",
+        ]
+    )
+    assert ignores.secrets_left_out(output) == [".env", ".aws", "keys/a b.pem"]
+    args = ignores.filter_args(tmp_path, ["keep.pem"], ["*.tmp"])
+    assert args[0] == "--include=keep.pem"  # first match wins: --include beats the secrets
+    assert args.index("--exclude=.env") < args.index("--filter=:- .gitignore")
+    assert args[-2:] == ["--exclude=*.tmp", "--debug=FILTER1"]
