@@ -179,10 +179,11 @@ def test_a_failed_init_names_the_problem(clean_env):
         Terraform(directory).init()
 
 
+# A provisioner that would run for an hour: the test ends only if the signal cancels it.
 SLOW = """
 resource "terraform_data" "slow" {
   provisioner "local-exec" {
-    command = "sleep 60"
+    command = "echo $$ > ${path.module}/provisioner.pid; exec sleep 3600"
   }
 }
 """
@@ -238,13 +239,23 @@ def test_a_signal_mid_apply_stops_terraform_gracefully(clean_env, signum, termin
     for line in process.stdout:
         if "terraform_data.slow: creating" in line:
             break
-    started = time.monotonic()
+    # Events, not guessed times: the provisioner runs (its pid file), then the signal.
+    pid_file = directory / "provisioner.pid"
+    deadline = time.monotonic() + 300
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "the provisioner never started"
+        time.sleep(0.05)
     process.send_signal(signum)
-    out, err = process.communicate(timeout=60)
+    # Generous bound for a loaded machine; the hour-long provisioner would outlast it.
+    out, err = process.communicate(timeout=300)
     assert process.returncode == 130, out + err
     assert "INTERRUPTED 130" in out
     assert "interrupting Terraform" in err
-    assert time.monotonic() - started < 30  # the 60 s provisioner was cancelled
+    provisioner = Path(f"/proc/{int(pid_file.read_text())}/stat")
+    deadline = time.monotonic() + 60  # cancelled, not left to run for its hour
+    while provisioner.exists() and provisioner.read_text().split(")")[-1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the provisioner still runs"
+        time.sleep(0.05)
 
 
 def test_rendered_hcl_is_canonically_formatted(clean_env):
