@@ -253,9 +253,17 @@ def test_a_signal_mid_apply_stops_terraform_gracefully(clean_env, signum, termin
     assert "interrupting Terraform" in err
     provisioner = Path(f"/proc/{int(pid_file.read_text())}/stat")
     deadline = time.monotonic() + 60  # cancelled, not left to run for its hour
-    while provisioner.exists() and provisioner.read_text().split(")")[-1].split()[0] != "Z":
+    while running(provisioner):
         assert time.monotonic() < deadline, "the provisioner still runs"
         time.sleep(0.05)
+
+
+def running(stat: Path) -> bool:
+    """A process (by its /proc/PID/stat) exists and is not a zombie."""
+    try:
+        return stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_rendered_hcl_is_canonically_formatted(clean_env):
