@@ -12,7 +12,8 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     output.log  setup's and the command's stdout and stderr, appended
     agent.json  the checkpoint agent's outcome (final upload ok or failed), with --store
     agent.exit  the agent's exit status, written by the wrapper once the agent is done
-    exit        "STATUS STEP" once the wrapper is done (STEP: setup, cmd, restore, workdir)
+    exit        "STATUS STEP" once the wrapper is done (STEP: setup, cmd, restore, workdir),
+                written over exit.reserve, space set aside at prepare: a full disk keeps it
 
 and the job works in ~/orch/work/NAME (what `orch run` synced).
 
@@ -38,6 +39,9 @@ from orchestrator.run.spec import RunSpec, validate_run_id
 
 RUNS_DIR = ".orch/runs"  # under the login user's home
 WORK_DIR = "orch/work"
+EXIT_RESERVE_BYTES = 64
+# Free space (KiB) below which a failed job is reported as having met a full disk.
+FULL_DISK_KIB = 1024
 STOP_GRACE_S = 30  # TERM, then KILL after this long (CI cancellations give ~10 s more)
 
 # The wrapper. `exit` is written atomically (rename) and last, so a reader that sees it sees
@@ -63,7 +67,14 @@ finish() {
     while kill -0 "$agent" 2>/dev/null; do wait "$agent"; agent_rc=$?; done
     echo "$agent_rc" > "$run_dir/agent.exit"
   fi
-  printf '%s %s\n' "$1" "$2" > "$run_dir/exit.tmp" && mv -f "$run_dir/exit.tmp" "$run_dir/exit"
+  # Into the space prepare reserved (exit.reserve: newlines), in place: a full disk cannot
+  # refuse it. Without the reserve (an older prepare), a new file as before.
+  if [ -f "$run_dir/exit.reserve" ] \
+    && printf '%s %s\n' "$1" "$2" 1<> "$run_dir/exit.reserve" \
+    && mv -f "$run_dir/exit.reserve" "$run_dir/exit"; then :
+  else
+    printf '%s %s\n' "$1" "$2" > "$run_dir/exit.tmp" && mv -f "$run_dir/exit.tmp" "$run_dir/exit"
+  fi
   exit 0
 }
 # `orch stop` signals the whole process group (systemd: every process of the unit), so the
@@ -131,6 +142,8 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
         f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json"
         f" {rd}/agent.json {rd}/agent.exit",
+        # Space for the exit status, set aside now: the job may fill the disk.
+        f"printf '\\n%.0s' $(seq {EXIT_RESERVE_BYTES}) > {rd}/exit.reserve",
         _put(f"{rd}/job.sh", JOB_SH, "700"),
         _put(f"{rd}/cmd.sh", f"exec {spec.command_line}\n"),
     ]
@@ -238,7 +251,8 @@ def status_script(run_id: str) -> str:
             'if [ "$pid" -gt 0 ] && kill -0 "$pid" 2>/dev/null; then alive=1; fi',
             f"exit_line=$(cat {rd}/exit 2>/dev/null || echo -)",
             f"size=$(wc -c < {rd}/output.log 2>/dev/null || echo 0)",
-            'echo "pid=$pid alive=$alive exit=$exit_line size=$size"',
+            f"free=$(df -Pk {rd} 2>/dev/null | awk 'NR==2 {{print $4}}')",
+            'echo "pid=$pid alive=$alive exit=$exit_line size=$size free=${free:--}"',
         ]
     )
 
@@ -275,6 +289,11 @@ class JobStatus:
     exit_code: int | None = None
     step: str = ""
     size: int = 0
+    free_kib: int | None = None  # free space on the run folder's disk
+
+    @property
+    def disk_full(self) -> bool:
+        return self.free_kib is not None and self.free_kib < FULL_DISK_KIB
 
     @property
     def done(self) -> bool:
@@ -283,7 +302,7 @@ class JobStatus:
 
 _STATUS = re.compile(
     r"pid=(?P<pid>\d+) alive=(?P<alive>[01]) exit=(?:-|(?P<code>\d{1,3}) (?P<step>[a-z]+))"
-    r" size=\s*(?P<size>\d+)"
+    r" size=\s*(?P<size>\d+)(?: free=(?:-|(?P<free>\d+)))?"
 )
 
 
@@ -302,6 +321,7 @@ def parse_status(text: str) -> JobStatus:
         exit_code=int(code) if code is not None else None,
         step=match.group("step") or "",
         size=int(match.group("size")),
+        free_kib=int(match.group("free")) if match.group("free") else None,
     )
 
 

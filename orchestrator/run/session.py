@@ -374,11 +374,13 @@ class Run:
         self.report.exit_code = final
         step = status.step
         outcome = "completed" if code == 0 else "failed"
-        self._close_attempt(outcome, "" if code == 0 else f"{step} exited {code}", code)
+        full = f"; the box's disk is full ({status.free_kib} KiB free)" if status.disk_full else ""
+        self._close_attempt(outcome, "" if code == 0 else f"{step} exited {code}{full}", code)
         if code != 0:
             self.say(
                 f"{'setup' if step == 'setup' else 'the command'} exited {code}"
                 + (f" ({step})" if step not in ("cmd", "setup") else "")
+                + full
             )
         self._fetch(transport)
         self._save_record("done", exit_code=final)

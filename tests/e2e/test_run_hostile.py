@@ -425,3 +425,140 @@ def test_secrets_and_git_s_other_ignore_files_stay_here_unless_included(kept):
     for name in (".env", "keys/server.pem", "id_ed25519", ".aws"):
         assert name in said
     assert "keep.pem" not in said and "--include" in said
+
+
+# ------------------------------------------------------------------ the untried scenarios
+
+FILL_DISK_PY = """\
+import errno, sys
+print("filling", flush=True)
+try:
+    with open("fill", "wb") as f:
+        while True:
+            f.write(b"x" * 65536)
+except OSError as exc:
+    sys.exit(28 if exc.errno == errno.ENOSPC else 1)
+"""
+
+
+def test_a_job_that_fills_the_box_s_disk_ends_with_its_status_and_says_so(kept):
+    """The box's whole home (its run folder too) on an 8 MiB tmpfs."""
+    workdir = kept.workdir("fill", {"fill.py": FILL_DISK_PY})
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "orch-test-full", str(kept.box_home)],
+        capture_output=True,
+        text=True,
+    )
+    require(mounted.returncode == 0, f"mounting a small tmpfs: {mounted.stderr.strip()}")
+    try:
+        result = kept.orch(*kept.run_args(workdir, "--", "python3", "fill.py"))
+        assert result.returncode == 28, result.stderr
+        assert "filling" in result.stdout
+        (said,) = [line for line in result.stderr.splitlines() if "exited 28" in line]
+        assert "the box's disk is full" in said
+        (row,) = [line for line in result.stderr.splitlines() if line.startswith("  1  ")]
+        assert "disk is full" in row
+    finally:
+        subprocess.run(["umount", "-l", str(kept.box_home)], check=False)
+
+
+FLOOD_MB = 256
+FLOOD_PY = f"""\
+import sys
+line = b"y" * 1023 + b"\\n"
+block = line * 1024  # 1 MiB
+for _ in range({FLOOD_MB}):
+    sys.stdout.buffer.write(block)
+sys.stdout.buffer.flush()
+"""
+
+
+def test_a_job_printing_hundreds_of_megabytes_streams_in_bounded_memory(kept):
+    workdir = kept.workdir("flood", {"flood.py": FLOOD_PY})
+    orch_home = Path(kept.env["ORCH_HOME"])
+    before = sum(p.stat().st_size for p in orch_home.rglob("*") if p.is_file())
+    proc = kept.start(*kept.run_args(workdir, "--", "python3", "flood.py"))
+    counted = [0]
+
+    def count() -> None:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.buffer.read1(1 << 20):
+            counted[0] += len(chunk)
+
+    reader = __import__("threading").Thread(target=count, daemon=True)
+    reader.start()
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    reader.join(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert counted[0] == FLOOD_MB * 1024 * 1024  # every byte, once
+    # orch's peak memory (ru_maxrss, KiB) stays far below the output's size...
+    assert usage.ru_maxrss < 200 * 1024, usage.ru_maxrss
+    # ...and it kept none of it on disk.
+    after = sum(p.stat().st_size for p in orch_home.rglob("*") if p.is_file())
+    assert after - before < 1024 * 1024
+
+
+WAITS_PY = """\
+import pathlib, time
+print("ready", flush=True)
+while not pathlib.Path("go").exists():
+    time.sleep(0.05)
+pathlib.Path("outputs").mkdir(exist_ok=True)
+pathlib.Path("outputs/done.txt").write_text("done")
+print("finished", flush=True)
+"""
+
+
+def test_orch_sigkilled_mid_run_leaves_the_job_and_orch_wait_finishes_and_cleans(kept):
+    ec2 = moto_client("ec2", kept.env)
+    workdir = kept.workdir("killed", {"waits.py": WAITS_PY})
+    plan = plan_file(kept.root, candidate("g5.xlarge"))
+    proc = kept.start(
+        "run", "--plan", plan, "--name", "killed", "--ssh-cidr", CIDR, "--no-check",
+        "--workdir", str(workdir), "--fetch", "outputs", "--", "python3", "waits.py",
+    )  # fmt: skip
+    out = Lines(proc.stdout)
+    out.wait_for("ready", timeout=600)
+    proc.kill()  # SIGKILL: no teardown runs
+    proc.wait(timeout=60)
+    run_dir = kept.newest_run_dir()
+    run_id = run_dir.name
+    # What is left: the box, its run record ("running"), the job on the box.
+    record = json.loads(
+        (Path(kept.env["ORCH_HOME"]) / "boxes" / "killed" / "runs" / f"{run_id}.json").read_text()
+    )
+    assert record["state"] == "running" and record["created_box"] is True
+    pid = int((run_dir / "pid").read_text())
+    os.kill(pid, 0)  # still running
+    assert [
+        i
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:orch:box", "Values": ["killed"]}])[
+            "Reservations"
+        ]
+        for i in r["Instances"]
+        if i["State"]["Name"] != "terminated"
+    ]
+    # `orch wait` picks it up: waits for the end, fetches, destroys the box the run created.
+    (kept.box_work("killed") / "go").touch()
+    waited = kept.orch("wait", "killed", "--json")
+    assert waited.returncode == 0, waited.stderr
+    outcome = json.loads(waited.stdout)
+    assert outcome["box_destroyed"] is True and outcome["fetched"] == ["outputs"]
+    assert (workdir / "outputs" / "done.txt").read_text() == "done"
+    live = [
+        i
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:orch:box", "Values": ["killed"]}])[
+            "Reservations"
+        ]
+        for i in r["Instances"]
+        if i["State"]["Name"] != "terminated"
+    ]
+    assert live == []
+    # Nothing of orch's is left running for that run (its output stream ended with the job).
+    wait_until(
+        lambda: not [a for a in command_lines().values() if run_id in a],
+        "orch's processes of the run to end",
+        timeout=120,
+    )

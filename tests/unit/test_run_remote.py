@@ -267,3 +267,48 @@ def test_rsync_filter_lines_name_the_secrets_left_out(tmp_path):
     assert args[0] == "--include=keep.pem"  # first match wins: --include beats the secrets
     assert args.index("--exclude=.env") < args.index("--filter=:- .gitignore")
     assert args[-2:] == ["--exclude=*.tmp", "--debug=FILTER1"]
+
+
+FILL_DISK = (
+    "import errno, sys\n"
+    "try:\n"
+    "    with open('fill', 'wb') as f:\n"
+    "        while True:\n"
+    "            f.write(b'x' * 65536)\n"
+    "except OSError as exc:\n"
+    "    sys.exit(28 if exc.errno == errno.ENOSPC else 1)\n"
+)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # noqa: ANN201 - the folder
+    """A 4 MiB tmpfs as the box's home (root may mount here; no loop device needed)."""
+    folder = tmp_path / "small-home"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "orch-test-full", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    require(mounted.returncode == 0, f"mounting a small tmpfs: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_job_that_fills_the_disk_still_leaves_its_exit_status(small_disk, tmp_path):
+    import sys
+
+    spec = spec_for(tmp_path, sys.executable, "-c", FILL_DISK)
+    start(small_disk, spec)
+    status = wait_done(small_disk, spec, timeout=60)
+    assert (status.exit_code, status.step) == (28, "cmd")
+    assert status.disk_full and status.free_kib is not None and status.free_kib < 64
+
+
+def test_status_reports_the_free_space():
+    status = remote.parse_status("pid=4 alive=0 exit=1 cmd size=3 free=12")
+    assert status.free_kib == 12 and status.disk_full
+    assert remote.parse_status("pid=4 alive=1 exit=- size=3 free=-").free_kib is None
+    assert not remote.parse_status("pid=4 alive=1 exit=- size=3 free=99999").disk_full
