@@ -454,7 +454,7 @@ def test_a_job_that_fills_the_box_s_disk_ends_with_its_status_and_says_so(kept):
         result = kept.orch(*kept.run_args(workdir, "--", "python3", "fill.py"))
         assert result.returncode == 28, result.stderr
         assert "filling" in result.stdout
-        (said,) = [line for line in result.stderr.splitlines() if "exited 28" in line]
+        (said,) = [line for line in result.stderr.splitlines() if "the command exited 28" in line]
         assert "the box's disk is full" in said
         (row,) = [line for line in result.stderr.splitlines() if line.startswith("  1  ")]
         assert "disk is full" in row
