@@ -47,10 +47,9 @@ def _gone(box: Any):  # noqa: ANN202 - the cloud's word, asked before each SSH r
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
 @click.option(
     "--timeout",
-    type=float,
-    default=300.0,
+    type=DURATION,
+    default="5m",
     show_default=True,
-    metavar="SECONDS",
     help="With -f: give up when SSH stays silent this long (the cloud is asked first).",
 )
 @run_option
@@ -204,10 +203,9 @@ def _local_dir(path: str):  # noqa: ANN202
 @run_option
 @click.option(
     "--timeout",
-    type=float,
-    default=120.0,
+    type=DURATION,
+    default="2m",
     show_default=True,
-    metavar="SECONDS",
     help="How long to keep trying a box that does not answer (the cloud is asked first).",
 )
 @ssh_config_option()
