@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """orch's checkpoint agent: runs ON the GPU box, next to the user's training command.
 
-orch copies this one file to the box and runs it with the box's own `python3`, so it needs the
-standard library only (Python 3.8 syntax and APIs), plus boto3 when it is importable, else the
-`aws` CLI (as the AWS Deep Learning AMIs ship it). It imports nothing from `orchestrator`.
+orch copies this file and its S3 client (box_s3.py, next to it) to the box and runs it with the
+box's own `python3`: the standard library only (Python 3.8 syntax and APIs). It imports nothing
+from `orchestrator`. Alibaba OSS endpoints still go through boto3, or else the `aws` CLI.
 
     agent.py restore --dir DIR --store s3://BUCKET/PREFIX
     agent.py upload  --dir DIR --store s3://BUCKET/PREFIX
@@ -30,10 +30,11 @@ committed checkpoints stay and older ones (and abandoned half-uploads) go.
 Exit status: 0 done (also "no checkpoint"), 1 a storage error or a refused checkpoint,
 2 bad usage or no S3 client at all.
 
-Environment: credentials come only from the standard chain (instance role, environment).
-AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 are honoured by boto3 and the CLI themselves;
-ORCH_STORE_ENDPOINT names an S3-compatible endpoint (e.g. Alibaba OSS); ORCH_AGENT_METADATA_URL
-replaces the instance metadata service's base URL (tests only).
+Environment: credentials come from the environment's AWS_ACCESS_KEY_ID, else from the box's
+instance role through the instance metadata service (box_s3.py). AWS_ENDPOINT_URL /
+AWS_ENDPOINT_URL_S3 / ORCH_STORE_ENDPOINT name an S3-compatible endpoint (e.g. Alibaba OSS);
+ORCH_AGENT_S3_CLIENT=builtin|boto3|cli picks the client (default: builtin, boto3-or-CLI for OSS);
+ORCH_AGENT_METADATA_URL replaces the instance metadata service's base URL (tests only).
 """
 
 from __future__ import annotations
@@ -49,10 +50,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from http.client import HTTPException
 from urllib.parse import urlsplit
+
+try:  # on the box: box_s3.py lies next to this file (the script's folder is on sys.path)
+    import box_s3
+except ImportError:  # imported as orchestrator.run.agent (orch's own tests)
+    from orchestrator.run import box_s3
 
 LOG = "orch-agent:"
 SEQ_WIDTH = 8
@@ -63,10 +67,6 @@ CHANGE_TRIES = 3
 FINAL_TRIES = 3
 # How often `watch` looks at the training process and at signals between rounds.
 TICK_S = 0.1
-METADATA_TIMEOUT_S = 2.0
-TOKEN_TTL_S = 21600
-# Fetch a new metadata token this long before the old one expires.
-TOKEN_MARGIN_S = 60
 # One run of the aws CLI for a small object (a pointer, a manifest, a listing, a delete).
 CLI_SMALL_TIMEOUT_S = 300
 TMP_PREFIX = ".orch-agent-tmp-"
@@ -88,12 +88,18 @@ HASH_CHUNK = 1 << 20
 #   in X-aliyun-ecs-metadata-token.
 #   https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata
 #   https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances
+# - AWS rebalance recommendation: GET /latest/meta-data/events/recommendations/rebalance: 404
+#   until EC2 sees the spot instance at elevated risk of interruption, then 200
+#   {"noticeTime": "...Z"}; it can come well before the two-minute notice, so the agent
+#   checkpoints at once when it appears (Alibaba Cloud has no such signal).
+#   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html
 CLOUDS = {
     "aws": {
         "base": "http://169.254.169.254",
         "ttl_header": "X-aws-ec2-metadata-token-ttl-seconds",
         "token_header": "X-aws-ec2-metadata-token",
         "notice_path": "/latest/meta-data/spot/instance-action",
+        "rebalance_path": "/latest/meta-data/events/recommendations/rebalance",
     },
     "aliyun": {
         "base": "http://100.100.100.200",
@@ -104,8 +110,7 @@ CLOUDS = {
 }
 
 
-class StoreError(Exception):
-    """An object storage request failed."""
+StoreError = box_s3.StoreError  # an object storage request failed
 
 
 class NoClient(Exception):
@@ -361,18 +366,34 @@ class CliStore:
         self._check(result, "delete " + self.url(key))
 
 
-def open_store(bucket: str):  # noqa: ANN201 - a Boto3Store or a CliStore
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        aws = shutil.which("aws")
-        if aws is None:
-            raise NoClient(
-                "no S3 client on this box: neither the boto3 module nor the aws CLI was found"
-                " (pip install boto3, or install the AWS CLI)"
-            ) from None
-        return CliStore(bucket, aws)
-    return Boto3Store(bucket)
+S3_CLIENTS = ("builtin", "boto3", "cli")
+
+
+def open_store(bucket: str, cloud: str = "aws"):  # noqa: ANN201 - an S3Store, Boto3Store or CliStore
+    """The built-in client (box_s3) by default; boto3, else the aws CLI, for OSS endpoints
+    (whose S3-compatible SigV4 mode is off unless Alibaba enables it for the account) or when
+    ORCH_AGENT_S3_CLIENT asks for them."""
+    choice = os.environ.get("ORCH_AGENT_S3_CLIENT", "").strip()
+    if choice and choice not in S3_CLIENTS:
+        raise NoClient(f"ORCH_AGENT_S3_CLIENT must be one of {', '.join(S3_CLIENTS)}")
+    if not choice:
+        choice = "boto3" if is_oss(box_s3.store_endpoint(os.environ)) else "builtin"
+    if choice == "builtin":
+        return box_s3.S3Store(bucket, cloud)
+    if choice == "boto3":
+        try:
+            import boto3  # noqa: F401
+        except ImportError:
+            choice = "cli"
+        else:
+            return Boto3Store(bucket)
+    aws = shutil.which("aws")
+    if aws is None:
+        raise NoClient(
+            "no S3 client on this box: neither the boto3 module nor the aws CLI was found"
+            " (pip install boto3, or install the AWS CLI)"
+        )
+    return CliStore(bucket, aws)
 
 
 # ------------------------------------------------------------------------------ layout
@@ -656,20 +677,6 @@ def store_signature(store, layout: Layout) -> dict[str, tuple[int, int]] | None:
 
 # ------------------------------------------------------------------------------ metadata
 
-# Never through a proxy: the metadata services are link-local, and IMDS refuses proxied
-# token requests anyway.
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def http(method: str, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
-    data = b"" if method == "PUT" else None
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)
-    try:
-        with _DIRECT.open(request, timeout=METADATA_TIMEOUT_S) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
 
 class Metadata:
     """One cloud's instance metadata service, asked for a spot interruption notice."""
@@ -677,33 +684,33 @@ class Metadata:
     def __init__(self, cloud: str, base: str | None = None) -> None:
         self.cloud = cloud
         self.spec = CLOUDS[cloud]
-        self.base = (base or self.spec["base"]).rstrip("/")
-        self.token = None
-        self.token_until = 0.0
+        self.session = box_s3.MetadataSession(cloud, base)
         self.last_error = ""
 
-    def _fetch_token(self) -> str | None:
-        headers = {self.spec["ttl_header"]: str(TOKEN_TTL_S)}
-        status, body = http("PUT", self.base + "/latest/api/token", headers)
-        if status != 200 or not body.strip():
-            return None
-        self.token = body.decode("ascii", "replace").strip()
-        self.token_until = time.monotonic() + TOKEN_TTL_S - TOKEN_MARGIN_S
-        return self.token
-
-    def _get_notice(self, token: str | None) -> tuple[int, bytes]:
-        headers = {self.spec["token_header"]: token} if token else {}
-        return http("GET", self.base + self.spec["notice_path"], headers)
-
     def _notice(self) -> dict | None:
-        token = self.token if time.monotonic() < self.token_until else None
-        token = token or self._fetch_token()
-        status, body = self._get_notice(token)
-        if status in (401, 403):  # expired or revoked token (AWS: 401); fetch one and retry
-            status, body = self._get_notice(self._fetch_token())
+        status, body = self.session.get(self.spec["notice_path"])
         if status != 200:
             return None
         return self.parse(body)
+
+    def rebalance(self) -> str | None:
+        """The rebalance recommendation's noticeTime ("" when unreadable), or None: also
+        when the cloud has none or the service does not answer."""
+        path = self.spec.get("rebalance_path")
+        if not path:
+            return None
+        try:
+            status, body = self.session.get(path)
+            if status != 200:
+                return None
+            found = json.loads(body.decode("utf-8", "replace"))
+        except (OSError, HTTPException) as exc:
+            self.session.forget_token()
+            self.last_error = one_line(exc)
+            return None
+        except ValueError:
+            return ""
+        return str(found.get("noticeTime", "")) if isinstance(found, dict) else ""
 
     def parse(self, body: bytes) -> dict:
         text = body.decode("utf-8", "replace").strip()
@@ -722,7 +729,7 @@ class Metadata:
         try:
             return self._notice()
         except (OSError, ValueError, HTTPException) as exc:  # refused, timed out, garbled
-            self.token = None
+            self.session.forget_token()
             self.last_error = one_line(exc)
             return None
 
@@ -764,6 +771,7 @@ class Watcher:
         self.metadata = Metadata(args.cloud, base)
         self.notice = None
         self.failed_rounds, self.last_error, self.last_seq = 0, None, None
+        self.rebalance = None
         # What the store already holds (a restored DIR is not uploaded again).
         self.signature = store_signature(store, layout)
 
@@ -779,7 +787,7 @@ class Watcher:
             urgent = False
             if self.notice is None and now >= next_poll:
                 next_poll = now + self.notice_poll
-                urgent = self.poll_notice()
+                urgent = self.poll_notice() or self.poll_rebalance()
             if urgent or now >= next_upload:
                 ok = self.round()
                 # A failed round after a notice is tried again at the next notice poll.
@@ -826,6 +834,22 @@ class Watcher:
             warn(f"cannot write interruption.json: {exc}")
         when = notice["time"] or "an unknown time"
         say(f"spot interruption notice ({self.cloud}: {notice['action']} at {when}); uploading now")
+        return True
+
+    def poll_rebalance(self) -> bool:
+        """Ask for a rebalance recommendation; True when one has just appeared."""
+        if self.rebalance is not None:
+            return False
+        when = self.metadata.rebalance()
+        if when is None:
+            return False
+        self.rebalance = when
+        record = {"cloud": self.cloud, "notice_time": when, "seen_at": utc_now()}
+        try:
+            write_json(os.path.join(self.state_dir, "rebalance.json"), record)
+        except OSError as exc:
+            warn(f"cannot write rebalance.json: {exc}")
+        say(f"rebalance recommendation ({self.cloud}, {when or 'no time given'}); uploading now")
         return True
 
     def round(self) -> bool:
@@ -914,9 +938,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         command = commands.add_parser(name, help=purpose)
         command.add_argument("--dir", required=True)
         command.add_argument("--store", required=True, help="s3://BUCKET/PREFIX")
+        # Which metadata service holds the box's credentials (and, for watch, its notices).
+        command.add_argument("--cloud", choices=sorted(CLOUDS), default="aws")
     watch = commands.choices["watch"]
     watch.add_argument("--interval", type=positive, required=True)
-    watch.add_argument("--cloud", choices=sorted(CLOUDS), required=True)
     watch.add_argument("--state-dir", required=True)
     watch.add_argument("--pid", type=int)
     watch.add_argument("--notice-poll", type=positive, default=5.0)
@@ -937,7 +962,7 @@ def main(argv: list[str] | None = None) -> int:
         warn(str(exc))
         return 2
     try:
-        store = open_store(bucket)
+        store = open_store(bucket, args.cloud)
     except NoClient as exc:
         warn(str(exc))
         return 2

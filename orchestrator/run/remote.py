@@ -7,6 +7,7 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     cmd.sh      the command after `--`, each argument quoted
     agent.py    the checkpoint agent (orchestrator/run/agent.py), with --store only
     env         --env values (export lines), mode 0600; deleted by the wrapper once read
+    box_s3.py   its S3 client (orchestrator/run/box_s3.py), next to it
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch
     output.log  setup's and the command's stdout and stderr, appended
@@ -33,6 +34,7 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from pathlib import Path
 
 from orchestrator.records import record
 from orchestrator.run.spec import RunSpec, validate_run_id
@@ -101,7 +103,7 @@ export ORCH_RESUMED=0
 if [ -n "${ORCH_STORE:-}" ]; then
   mkdir -p "$ORCH_CHECKPOINT_DIR"
   restored=$(python3 "$run_dir/agent.py" restore --dir "$ORCH_CHECKPOINT_DIR" \
-    --store "$ORCH_STORE") || finish 1 restore
+    --store "$ORCH_STORE" --cloud "$ORCH_CLOUD_NAME") || finish 1 restore
   echo "$restored"
   case "$restored" in *"orch-agent: restored"*) ORCH_RESUMED=1 ;; esac
   python3 "$run_dir/agent.py" watch --dir "$ORCH_CHECKPOINT_DIR" --store "$ORCH_STORE" \
@@ -140,7 +142,7 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         "umask 077",
         f'mkdir -p "$HOME/{RUNS_DIR}" {rd} "$HOME/{work_dir(spec)}"',
         f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
-        f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json"
+        f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json {rd}/rebalance.json"
         f" {rd}/agent.json {rd}/agent.exit",
         # Space for the exit status, set aside now: the job may fill the disk.
         f"printf '\\n%.0s' $(seq {EXIT_RESERVE_BYTES}) > {rd}/exit.reserve",
@@ -153,6 +155,7 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         lines.append(f"rm -f {rd}/setup.sh")
     if agent_source is not None:
         lines.append(_put(f"{rd}/agent.py", agent_source))
+        lines.append(_put(f"{rd}/box_s3.py", Path(__file__).with_name("box_s3.py").read_text()))
     # The absolute working directory: rsync's remote paths are relative to the login folder,
     # which need not be $HOME.
     lines.append(f'echo "prepared $HOME/{work_dir(spec)}"')

@@ -7,7 +7,10 @@ One threaded HTTP server on 127.0.0.1 serves both clouds' paths, as orch's boxes
         md.url                                   # http://127.0.0.1:PORT (ORCH_AGENT_METADATA_URL)
         md.notice_aws(action="terminate", at=when)
         md.notice_aliyun(at=when)
-        md.clear()                               # withdraw both notices
+        md.recommend_rebalance(at=when)          # AWS's rebalance recommendation
+        md.clear()                               # withdraw the notices and the recommendation
+        md.aws_identity = provider               # () -> (role, credentials) | None
+        md.aliyun_identity = provider            # the same for the ECS RAM role
         md.revoke_tokens()                       # every token issued so far stops working
         md.advance_clock(seconds)                # tokens expire by this clock
         md.requests                              # [(method, path), ...] in arrival order
@@ -21,7 +24,16 @@ and https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-terminatio
 * A GET needs `X-aws-ec2-metadata-token` holding an issued, unexpired token, else 401.
 * GET /latest/meta-data/spot/instance-action: 404 until a notice, then 200
   `{"action": "terminate"|"stop"|"hibernate", "time": "2026-12-03T12:00:00Z"}`.
-* GET /latest/meta-data/instance-id: the instance's id.
+* GET /latest/meta-data/events/recommendations/rebalance: 404 until a rebalance
+  recommendation, then 200 `{"noticeTime": "2026-12-03T12:00:00Z"}`
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html).
+* GET /latest/meta-data/instance-id: the instance's id; .../placement/region: its region.
+* GET /latest/meta-data/iam/security-credentials/: the instance profile's role name, 404 when
+  the instance has no profile; GET .../ROLE: 200 `{"Code": "Success", "LastUpdated", "Type":
+  "AWS-HMAC", "AccessKeyId", "SecretAccessKey", "Token", "Expiration"}`, 404 for another name
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-security-credentials.html).
+  What is served comes from `aws_identity`, a callable the test sets (tests/sim/identity.py
+  asks moto's EC2, IAM and STS): no identity, no credentials.
 
 Alibaba Cloud ECS, https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata
 and https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances:
@@ -33,7 +45,12 @@ and https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preem
   Without it (normal mode) plain GETs work too.
 * GET /latest/meta-data/instance/spot/termination-time: 404 until the instance is to be
   reclaimed, then 200 with the UTC time as text, `2026-12-03T12:00:00Z`.
-* GET /latest/meta-data/instance-id with the Aliyun token header: the ECS instance's id.
+* GET /latest/meta-data/instance-id with the Aliyun token header: the ECS instance's id;
+  .../region-id: its region.
+* GET /latest/meta-data/ram/security-credentials/: the instance RAM role's name (404 without
+  one); .../ROLE: `{"AccessKeyId", "AccessKeySecret", "SecurityToken", "Expiration",
+  "LastUpdated", "Code": "Success"}`, from `aliyun_identity`
+  (https://www.alibabacloud.com/help/en/ecs/user-guide/attach-an-instance-ram-role-to-an-ecs-instance).
 
 Both clouds share the token path; the TTL header a PUT carries says which cloud it asks.
 Unknown paths answer 404, other methods 405.
@@ -46,6 +63,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 AWS_TTL = "X-aws-ec2-metadata-token-ttl-seconds"
@@ -58,6 +76,14 @@ TOKEN_PATH = "/latest/api/token"
 AWS_NOTICE_PATH = "/latest/meta-data/spot/instance-action"
 ALIYUN_NOTICE_PATH = "/latest/meta-data/instance/spot/termination-time"
 INSTANCE_ID_PATH = "/latest/meta-data/instance-id"
+REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
+AWS_REGION_PATH = "/latest/meta-data/placement/region"
+ALIYUN_REGION_PATH = "/latest/meta-data/region-id"
+AWS_CREDENTIALS_PATH = "/latest/meta-data/iam/security-credentials/"
+ALIYUN_CREDENTIALS_PATH = "/latest/meta-data/ram/security-credentials/"
+
+# A box's identity as the metadata service sees it: (role name, credentials document) or None.
+Identity = Callable[[], "tuple[str, dict[str, str]] | None"]
 
 
 def _utc_text(at: datetime | None) -> str:
@@ -65,6 +91,19 @@ def _utc_text(at: datetime | None) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _credentials(identity: Identity | None, rest: str) -> tuple[int, str]:
+    """.../security-credentials/ lists the role; .../ROLE is its credentials document."""
+    found = identity() if identity is not None else None
+    if found is None:
+        return 404, ""
+    role, document = found
+    if rest == "":
+        return 200, role
+    if rest == role:
+        return 200, json.dumps(document)
+    return 404, ""
 
 
 class MetadataService:
@@ -75,6 +114,8 @@ class MetadataService:
         instance_id: str = "i-0abc1234def567890",
         aliyun_instance_id: str = "i-bp1abcdefghijklmnop",
         aliyun_tokens_required: bool = True,
+        region: str = "us-east-1",
+        aliyun_region: str = "cn-hangzhou",
     ) -> None:
         self.instance_id = instance_id
         self.aliyun_instance_id = aliyun_instance_id
@@ -85,6 +126,11 @@ class MetadataService:
         self._offset = 0.0
         self._aws_notice: dict[str, str] | None = None
         self._aliyun_notice: str | None = None
+        self._rebalance: str | None = None
+        self.region = region
+        self.aliyun_region = aliyun_region
+        self.aws_identity: Identity | None = None
+        self.aliyun_identity: Identity | None = None
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -105,10 +151,15 @@ class MetadataService:
         with self._lock:
             self._aliyun_notice = _utc_text(at)
 
+    def recommend_rebalance(self, at: datetime | None = None) -> None:
+        with self._lock:
+            self._rebalance = _utc_text(at or datetime.now(UTC))
+
     def clear(self) -> None:
         with self._lock:
             self._aws_notice = None
             self._aliyun_notice = None
+            self._rebalance = None
 
     def revoke_tokens(self) -> None:
         with self._lock:
@@ -197,11 +248,17 @@ class MetadataService:
 
     def _aws_item(self, path: str) -> tuple[int, str]:
         with self._lock:
-            notice = self._aws_notice
+            notice, rebalance = self._aws_notice, self._rebalance
         if path == AWS_NOTICE_PATH:
             return (200, json.dumps(notice)) if notice else (404, "")
+        if path == REBALANCE_PATH:
+            return (200, json.dumps({"noticeTime": rebalance})) if rebalance else (404, "")
         if path == INSTANCE_ID_PATH:
             return 200, self.instance_id
+        if path == AWS_REGION_PATH:
+            return 200, self.region
+        if path.startswith(AWS_CREDENTIALS_PATH):
+            return _credentials(self.aws_identity, path[len(AWS_CREDENTIALS_PATH) :])
         return 404, ""
 
     def _aliyun_item(self, path: str) -> tuple[int, str]:
@@ -211,6 +268,10 @@ class MetadataService:
             return (200, notice) if notice else (404, "")
         if path == INSTANCE_ID_PATH:
             return 200, self.aliyun_instance_id
+        if path == ALIYUN_REGION_PATH:
+            return 200, self.aliyun_region
+        if path.startswith(ALIYUN_CREDENTIALS_PATH):
+            return _credentials(self.aliyun_identity, path[len(ALIYUN_CREDENTIALS_PATH) :])
         return 404, ""
 
     def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:

@@ -487,6 +487,49 @@ def test_spot_notice_triggers_an_immediate_upload(env, s3, bucket, store, md, tm
     assert len([k for k in keys(s3, bucket) if k.startswith("checkpoints/00000001/")]) == 5
 
 
+def test_a_rebalance_recommendation_checkpoints_at_once(env, s3, bucket, store, md, tmp_path):
+    source, state = tmp_path / "out", tmp_path / "state"
+    checkpoint_dir(source)
+    process = start_watch(env, source, store, state, interval=600, poll=0.2)
+    rebalance = "/latest/meta-data/events/recommendations/rebalance"
+    try:
+        assert wait_until(lambda: md.paths("GET").count(rebalance) >= 2)
+        assert last_seq(state) is None  # the interval is far off
+        md.recommend_rebalance()
+        assert wait_until(lambda: last_seq(state) == 1, timeout=5)
+        # It keeps watching for the interruption notice itself, which uploads again.
+        (source / "later.bin").write_bytes(b"after the recommendation")
+        md.notice_aws()
+        assert wait_until(lambda: last_seq(state) == 2, timeout=5)
+    finally:
+        code, out, err = stop(process)
+    assert code == 0, err
+    record = read_json(state / "rebalance.json")
+    assert record is not None and record["notice_time"].endswith("Z")
+    assert "rebalance recommendation (aws, " in out
+    assert read_json(state / "interruption.json") is not None
+
+
+def test_without_keys_the_agent_uses_the_box_s_role(env, s3, bucket, store, md, tmp_path):
+    env = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    env.pop("AWS_DEFAULT_REGION")
+    source = checkpoint_dir(tmp_path / "out")
+    refused = run_agent(env, "upload", "--dir", str(source), "--store", store)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "no credentials" in refused.stderr
+    md.aws_identity = lambda: (
+        "orch-box",
+        {"AccessKeyId": "ASIAX", "SecretAccessKey": "s", "Token": "t"},
+    )
+    try:
+        up = run_agent(env, "upload", "--dir", str(source), "--store", store)
+    finally:
+        md.aws_identity = None
+    assert up.returncode == 0, up.stderr
+    assert latest(s3, bucket) == "00000001"
+    assert "/latest/meta-data/iam/security-credentials/orch-box" in md.paths("GET")
+
+
 def test_watch_fetches_a_new_token_when_the_old_one_stops_working(env, store, md, tmp_path):
     source, state = tmp_path / "out", tmp_path / "state"
     source.mkdir()
@@ -578,8 +621,23 @@ def test_watch_survives_storage_errors_and_retries(env, s3, bucket, store, md, t
 # ------------------------------------------------------------------------------ no boto3
 
 
-def test_without_boto3_or_the_aws_cli_it_exits_2_with_one_line(env, store, tmp_path) -> None:
+def test_without_boto3_or_the_aws_cli_the_builtin_client_does_it_all(
+    env, s3, bucket, store, tmp_path
+) -> None:
     env = dict(env, PYTHONPATH=str(boto3_blocker(tmp_path)), PATH=str(tmp_path / "empty-bin"))
+    source = checkpoint_dir(tmp_path / "out")
+    up = run_agent(env, "upload", "--dir", str(source), "--store", store)
+    assert up.returncode == 0, up.stderr
+    down = run_agent(env, "restore", "--dir", str(tmp_path / "back"), "--store", store)
+    assert down.returncode == 0, down.stderr
+    assert tree(tmp_path / "back") == tree(source)
+
+
+def test_boto3_asked_for_without_boto3_or_the_aws_cli_exits_2_with_one_line(
+    env, store, tmp_path
+) -> None:
+    env = dict(env, PYTHONPATH=str(boto3_blocker(tmp_path)), PATH=str(tmp_path / "empty-bin"))
+    env["ORCH_AGENT_S3_CLIENT"] = "boto3"  # what OSS endpoints get
     for args in (
         ["restore", "--dir", str(tmp_path / "d"), "--store", store],
         ["upload", "--dir", str(tmp_path), "--store", store],
@@ -604,7 +662,7 @@ def test_without_boto3_it_falls_back_to_the_aws_cli(env, s3, bucket, store, tmp_
     )
     require(works, "the aws CLI (pip install -e '.[test]' installs awscli)")
     assert aws is not None
-    env = dict(env, PYTHONPATH=str(boto3_blocker(tmp_path)))
+    env = dict(env, PYTHONPATH=str(boto3_blocker(tmp_path)), ORCH_AGENT_S3_CLIENT="boto3")
     env["PATH"] = f"{Path(aws).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     source = tmp_path / "out"
     (source / "sub").mkdir(parents=True)
@@ -624,17 +682,23 @@ def stdlib_names() -> set[str]:
     return set(sys.stdlib_module_names)
 
 
-def test_agent_is_python38_syntax_and_imports_only_stdlib_and_boto3() -> None:
-    source = AGENT.read_text()
+def imports_of(path: Path) -> set[str]:
+    source = path.read_text()
     parsed = ast.parse(source, feature_version=(3, 8))
+    assert "removeprefix" not in source and "removesuffix" not in source
     imported = set()
     for node in ast.walk(parsed):
         if isinstance(node, ast.Import):
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported - stdlib_names() == {"boto3", "botocore"}
-    assert "removeprefix" not in source and "removesuffix" not in source
+    return imported
+
+
+def test_agent_is_python38_syntax_and_imports_only_stdlib_and_boto3() -> None:
+    # box_s3 lies next to it on the box; `orchestrator` only where orch's tests import it.
+    assert imports_of(AGENT) - stdlib_names() == {"boto3", "botocore", "box_s3", "orchestrator"}
+    assert imports_of(AGENT.with_name("box_s3.py")) <= stdlib_names() | {"__future__"}
 
 
 @pytest.mark.parametrize(

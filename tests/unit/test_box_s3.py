@@ -1,0 +1,226 @@
+"""The checkpoint agent's S3 client (orchestrator/run/box_s3.py): SigV4 against AWS's published
+example and botocore's own signer, credentials from instance metadata (the stand-in,
+tests/sim/metadata.py), and multipart uploads against a real moto server over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from calendar import timegm
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.run import box_s3
+from tests.e2e.conftest import moto_server_process
+from tests.sim.metadata import MetadataService
+
+KEY, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.fixture(scope="module")
+def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
+        yield url
+
+
+@pytest.fixture
+def md() -> Iterator[MetadataService]:
+    with MetadataService() as service:
+        yield service
+
+
+@pytest.fixture
+def s3(moto_url: str):  # noqa: ANN201 - a boto3 client
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=moto_url,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def bucket(s3) -> str:  # noqa: ANN001
+    name = "box-" + uuid.uuid4().hex[:12]
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+def role_credentials(secret_key: str = "AccessKeySecret") -> dict[str, str]:
+    return {
+        "Code": "Success",
+        "AccessKeyId": "ASIAROLEKEY",
+        secret_key: "role-secret",
+        "Expiration": "2099-01-01T00:00:00Z",
+    }
+
+
+# ------------------------------------------------------------------------------ signing
+
+
+def test_signature_matches_the_s3_reference_example() -> None:
+    # "Example: GET Object" in Signature Calculations for the Authorization Header,
+    # https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html
+    creds = box_s3.Credentials(KEY, SECRET, None, None)
+    when = timegm((2013, 5, 24, 0, 0, 0, 0, 0, 0))
+    headers = box_s3.sign_v4(
+        "GET", "examplebucket.s3.amazonaws.com", "/test.txt", {}, {"Range": "bytes=0-9"},
+        box_s3.EMPTY_SHA256, creds, "us-east-1", now=when,
+    )  # fmt: skip
+    assert headers["authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
+    )
+
+
+def test_signature_matches_botocore_with_a_session_token_and_a_query() -> None:
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    when = 1_764_000_000
+    creds = box_s3.Credentials("ASIAKEY", "secret/with+chars", "token==", None)
+    key = "runs/r 1/checkpoints/0000 1/a+b=c.bin"
+    params = {"list-type": "2", "prefix": "runs/r 1/", "continuation-token": "x/y=="}
+    path = "/bucket-1/" + box_s3.uri_encode(key)
+    ours = box_s3.sign_v4(
+        "PUT", "127.0.0.1:5000", path, params, {"content-length": "3"},
+        box_s3.EMPTY_SHA256, creds, "eu-west-1", now=when,
+    )  # fmt: skip
+
+    import datetime
+    from unittest import mock
+
+    url = f"http://127.0.0.1:5000{path}?{box_s3.canonical_query(params)}"
+    request = AWSRequest("PUT", url, headers={"content-length": "3"})
+    request.context["payload_signing_enabled"] = True
+    fixed = datetime.datetime.fromtimestamp(when, datetime.UTC).replace(tzinfo=None)
+    with mock.patch("botocore.auth.get_current_datetime", return_value=fixed):
+        signer = S3SigV4Auth(
+            Credentials("ASIAKEY", "secret/with+chars", "token=="), "s3", "eu-west-1"
+        )
+        signer.add_auth(request)  # an empty body: its SHA-256 is EMPTY_SHA256, as we sign
+    theirs = request.headers["Authorization"]
+    assert ours["authorization"].rsplit("Signature=", 1)[1] == theirs.rsplit("Signature=", 1)[1]
+    assert ours["x-amz-security-token"] == "token=="
+
+
+# ------------------------------------------------------------------------------ credentials
+
+
+def store_env(moto_url: str, md: MetadataService, **more: str) -> dict[str, str]:
+    return {"AWS_ENDPOINT_URL": moto_url, "ORCH_AGENT_METADATA_URL": md.url, **more}
+
+
+def test_credentials_come_from_the_instance_role_through_imdsv2(moto_url, md, s3, bucket):
+    md.aws_identity = lambda: ("orch-box-role", role_credentials("SecretAccessKey"))
+    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store.put_bytes("a/b.txt", b"hello")
+    assert s3.get_object(Bucket=bucket, Key="a/b.txt")["Body"].read() == b"hello"
+    assert store.credentials.current.key == "ASIAROLEKEY"
+    assert store.region == "us-east-1"  # the instance's own, from placement/region
+    gets = md.paths("GET")
+    assert "/latest/meta-data/iam/security-credentials/" in gets
+    assert "/latest/meta-data/iam/security-credentials/orch-box-role" in gets
+    assert md.paths("PUT") == ["/latest/api/token"]  # every GET carried the token
+
+
+def test_aliyun_credentials_come_from_the_ram_role(moto_url, md, s3, bucket):
+    md.aliyun_identity = lambda: ("OrchBoxRole", {**role_credentials(), "SecurityToken": "sts"})
+    store = box_s3.S3Store(bucket, "aliyun", store_env(moto_url, md))
+    store.put_bytes("x", b"1")
+    assert store.credentials.current.token == "sts"
+    assert store.region == "cn-hangzhou"
+    assert "/latest/meta-data/ram/security-credentials/OrchBoxRole" in md.paths("GET")
+
+
+def test_a_box_without_a_role_gets_one_clear_error(moto_url, md, bucket):
+    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    with pytest.raises(box_s3.StoreError, match=r"no credentials: .* names no role .*\(HTTP 404"):
+        store.get_bytes("anything")
+
+
+def test_environment_keys_come_before_the_role(moto_url, md, bucket):
+    md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
+    env = store_env(moto_url, md, AWS_ACCESS_KEY_ID="envkey", AWS_SECRET_ACCESS_KEY="s")
+    store = box_s3.S3Store(bucket, "aws", env)
+    assert store.get_bytes("missing") is None
+    assert store.credentials.current.key == "envkey"
+    assert not [p for p in md.paths("GET") if "security-credentials" in p]
+
+
+def test_expiring_credentials_are_fetched_again(moto_url, md, bucket):
+    served = []
+
+    def identity() -> tuple[str, dict[str, str]]:
+        served.append(1)
+        soon = "2000-01-01T00:00:00Z" if len(served) < 3 else "2099-01-01T00:00:00Z"
+        return "role", {**role_credentials("SecretAccessKey"), "Expiration": soon}
+
+    md.aws_identity = identity
+    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store.put_bytes("k", b"1")
+    first = len(served)
+    store.put_bytes("k", b"2")
+    assert len(served) > first  # the first ones had expired: asked again
+
+
+# ------------------------------------------------------------------------------ objects
+
+
+def test_large_files_go_up_in_parts_and_come_back_whole(moto_url, md, s3, bucket, tmp_path):
+    md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
+    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store_part = box_s3.PART_SIZE
+    box_s3.PART_SIZE = 5 * 1024 * 1024  # S3's smallest part
+    try:
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(11 * 1024 * 1024 + 17))
+        store.upload(str(big), "ck/big.bin")
+    finally:
+        box_s3.PART_SIZE = store_part
+    head = s3.head_object(Bucket=bucket, Key="ck/big.bin")
+    assert head["ContentLength"] == big.stat().st_size
+    assert head["ETag"].strip('"').endswith("-3")  # three parts
+    back = tmp_path / "back.bin"
+    store.download("ck/big.bin", str(back))
+    assert back.read_bytes() == big.read_bytes()
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_listing_pages_and_deleting(moto_url, md, s3, bucket):
+    md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
+    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    names = [f"p/{i:04d} file+{i}.bin" for i in range(1005)]  # more than one page of 1000
+    for name in names:
+        s3.put_object(Bucket=bucket, Key=name, Body=b"")
+    assert sorted(store.list("p/")) == sorted(names)
+    store.delete(names[0])
+    store.delete("p/never-there")  # S3 answers 204 for a missing key too
+    assert names[0] not in store.list("p/")
+    with pytest.raises(box_s3.StoreError, match="NoSuchBucket"):
+        box_s3.S3Store(bucket + "-none", "aws", store_env(moto_url, md)).get_bytes("x")
+
+
+def test_urls_follow_the_addressing_rules(md):
+    env = {"AWS_REGION": "eu-west-1", "ORCH_AGENT_METADATA_URL": md.url}
+    assert box_s3.S3Store("ckpt", "aws", env).url_parts("a b/c") == (
+        "https://ckpt.s3.eu-west-1.amazonaws.com", "ckpt.s3.eu-west-1.amazonaws.com", "/a%20b/c"
+    )  # fmt: skip
+    assert box_s3.S3Store("my.ckpt", "aws", env).url_parts("k")[2] == "/my.ckpt/k"
+    own = dict(env, AWS_ENDPOINT_URL="http://127.0.0.1:9000/")
+    assert box_s3.S3Store("ckpt", "aws", own).url_parts("k") == (
+        "http://127.0.0.1:9000", "127.0.0.1:9000", "/ckpt/k"
+    )  # fmt: skip
+
+
+def test_the_module_file_is_what_the_box_gets() -> None:
+    shipped = Path(box_s3.__file__)
+    assert shipped.name == "box_s3.py" and shipped.with_name("agent.py").exists()
