@@ -32,7 +32,15 @@ from orchestrator.records import field, record
 
 ALL = "any"  # `orch sweep --cloud any`: every registered cloud
 # Deletion order within a box when a cloud lists a box's resources: what holds one goes first.
-KIND_ORDER = {"instance": 0, "security_group": 1, "key_pair": 2, "vswitch": 3, "vpc": 4}
+KIND_ORDER = {
+    "instance": 0,
+    "security_group": 1,
+    "key_pair": 2,
+    "vswitch": 3,
+    "vpc": 4,
+    "instance_profile": 5,
+    "iam_role": 6,
+}
 
 Resource = TaggedResource  # what the sweeper groups: the clouds' own value type
 

@@ -221,6 +221,7 @@ class BoxRequest(Protocol):
     spot_max_price: float | None
     subnet_id: str | None
     zone: str | None  # the zone `orch up` chose; None: the cloud's module picks
+    identity: Any  # orchestrator.clouds.identity.BoxIdentity: the box's own role
 
     def orch_tags(self) -> dict[str, str]: ...
 

@@ -19,6 +19,7 @@ from orchestrator.commands.check_options import (
 )
 from orchestrator.commands.ci_runner_options import ci_runner_options, runner_from_options
 from orchestrator.commands.console import make_progress, make_say
+from orchestrator.commands.identity_options import box_identity, instance_profile_option
 from orchestrator.commands.job_options import job_from_options, job_options
 from orchestrator.commands.launch_guard import (
     DEFAULT_TTL,
@@ -115,6 +116,7 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
 @click.option("--state", "state_url", help="Keep Terraform state in s3://bucket/prefix.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Extra tag (repeatable).")
 @click.option("--subnet-id", help="Launch in this subnet instead of the default VPC.")
+@instance_profile_option()
 @click.option(
     "--spot-bid",
     type=float,
@@ -213,6 +215,7 @@ def up(
         spot_max_price=bid,
         subnet_id=subnet_id,
         ssh_alias=ssh_alias,
+        identity=box_identity(kwargs.get("instance_profile"), agent=via != "ssh"),
     )
     from orchestrator import ci_runner
 

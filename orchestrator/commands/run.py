@@ -18,6 +18,7 @@ from orchestrator.commands.check_options import (
 )
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.duration_type import DURATION, DURATION_OR_ZERO
+from orchestrator.commands.identity_options import box_identity, instance_profile_option
 from orchestrator.commands.job_options import job_options
 from orchestrator.commands.launch_guard import (
     DEFAULT_TTL,
@@ -94,6 +95,7 @@ DEFAULT_RUN_TTL = DEFAULT_TTL
 )
 @click.option("--checkpoint-dir", help="Folder (relative) CMD writes checkpoints to.")
 @click.option("--store", help="s3://bucket/prefix the checkpoints are uploaded to (S3 or OSS).")
+@instance_profile_option()
 @click.option(
     "--checkpoint-interval",
     type=DURATION,
@@ -233,6 +235,7 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         if options["box_name"] and options["pool"]:
             raise UsageError("give --box or --pool, not both")
         creating = ("plan_path", "name", "ttl", "ssh_cidrs", "state_url", "tags", "spot_bid")
+        creating += ("instance_profile",)
         given = [k for k in creating if options.get(k)]
         if given:
             raise UsageError(f"{where}: drop --{given[0].replace('_', '-')}")
@@ -278,6 +281,10 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         spot_max_price=bid,
         subnet_id=options["subnet_id"],
         ssh_alias=options["ssh_alias"],
+        identity=box_identity(
+            options["instance_profile"],
+            stores=(spec.store.for_run(spec.run_id),) if spec.store else (),
+        ),
     )
     return RunRequest(box_name=name, plan=plan, up_options=up_options, **common)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import clouds
+from orchestrator.clouds.identity import BoxIdentity
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.plan_validate import SSH_USER_RE, validate_plan
@@ -219,6 +220,7 @@ class UpOptions:
     avoid_zones: tuple[str, ...] = ()
     ssh_alias: bool = False  # write `Host orch-NAME` into the user's ssh_config
     ci_runner: Registration | None = None  # `up --ci-runner`: set by ci_runner.registered
+    identity: BoxIdentity = field(default_factory=BoxIdentity)  # the box's own role
 
 
 def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) -> Box:
@@ -276,6 +278,7 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                     spot_max_price=options.spot_max_price,
                     subnet_id=options.subnet_id,
                     zone=zone,
+                    identity=options.identity,
                 )
                 try:
                     _attempt(box, request, location, say, progress)
@@ -354,6 +357,7 @@ def _check_values(candidate: Candidate, options: UpOptions, expires_at: str | No
             tags=options.tags,
             spot_max_price=options.spot_max_price,
             subnet_id=options.subnet_id,
+            identity=options.identity,
         )
     )
 

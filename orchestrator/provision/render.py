@@ -25,6 +25,7 @@ from typing import Any
 
 from orchestrator import clouds
 from orchestrator.clouds.base import BOX_TAG, EXPIRES_TAG, MANAGED_BY_TAG, OWNER_TAG
+from orchestrator.clouds.identity import BoxIdentity
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
 from orchestrator.records import field, record
@@ -53,6 +54,7 @@ class RenderRequest:
     spot_max_price: float | None = None
     subnet_id: str | None = None
     zone: str | None = None  # the zone `orch up` chose (None: the module picks)
+    identity: BoxIdentity = field(default_factory=BoxIdentity)  # the box's own role
 
     def orch_tags(self) -> dict[str, str]:
         """Tags on everything a box creates: how `orch sweep` finds leftovers and expired boxes."""

@@ -100,12 +100,20 @@ CLOUDS = {
         "token_header": "X-aws-ec2-metadata-token",
         "notice_path": "/latest/meta-data/spot/instance-action",
         "rebalance_path": "/latest/meta-data/events/recommendations/rebalance",
+        # The instance profile's role credentials (box_s3.py cites the references).
+        "credentials_path": "/latest/meta-data/iam/security-credentials/",
+        "credential_keys": ("AccessKeyId", "SecretAccessKey", "Token"),
+        "region_path": "/latest/meta-data/placement/region",
     },
     "aliyun": {
         "base": "http://100.100.100.200",
         "ttl_header": "X-aliyun-ecs-metadata-token-ttl-seconds",
         "token_header": "X-aliyun-ecs-metadata-token",
         "notice_path": "/latest/meta-data/instance/spot/termination-time",
+        # The instance RAM role's STS credentials.
+        "credentials_path": "/latest/meta-data/ram/security-credentials/",
+        "credential_keys": ("AccessKeyId", "AccessKeySecret", "SecurityToken"),
+        "region_path": "/latest/meta-data/region-id",
     },
 }
 
@@ -379,7 +387,7 @@ def open_store(bucket: str, cloud: str = "aws"):  # noqa: ANN201 - an S3Store, B
     if not choice:
         choice = "boto3" if is_oss(box_s3.store_endpoint(os.environ)) else "builtin"
     if choice == "builtin":
-        return box_s3.S3Store(bucket, cloud)
+        return box_s3.S3Store(bucket, CLOUDS[cloud])
     if choice == "boto3":
         try:
             import boto3  # noqa: F401
@@ -684,7 +692,7 @@ class Metadata:
     def __init__(self, cloud: str, base: str | None = None) -> None:
         self.cloud = cloud
         self.spec = CLOUDS[cloud]
-        self.session = box_s3.MetadataSession(cloud, base)
+        self.session = box_s3.MetadataSession(self.spec, base)
         self.last_error = ""
 
     def _notice(self) -> dict | None:

@@ -6,7 +6,9 @@ needs no boto3 and no keys: credentials come from the box's own identity.
 
 Credentials, first found wins (the order of the AWS SDKs' default chain):
   1. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) in the environment;
-  2. the instance metadata service, with a session token (both clouds' boxes require one):
+  2. the instance metadata service, with a session token (both clouds' boxes require one), as
+     the metadata spec agent.py passes in (`CLOUDS`: base URL, token headers, paths, key names)
+     describes it:
      - AWS (IMDSv2): GET /latest/meta-data/iam/security-credentials/ names the instance
        profile's role, GET .../ROLE answers {"AccessKeyId", "SecretAccessKey", "Token",
        "Expiration"}, rotated by EC2 well before they expire.
@@ -59,25 +61,6 @@ CHUNK = 1024 * 1024
 # S3's answers when the session token ran out: fetch credentials again and retry once.
 EXPIRED = ("ExpiredToken", "TokenRefreshRequired")
 
-METADATA = {
-    "aws": {
-        "base": "http://169.254.169.254",
-        "ttl_header": "X-aws-ec2-metadata-token-ttl-seconds",
-        "token_header": "X-aws-ec2-metadata-token",
-        "credentials": "/latest/meta-data/iam/security-credentials/",
-        "region": "/latest/meta-data/placement/region",
-        "keys": ("AccessKeyId", "SecretAccessKey", "Token"),
-    },
-    "aliyun": {
-        "base": "http://100.100.100.200",
-        "ttl_header": "X-aliyun-ecs-metadata-token-ttl-seconds",
-        "token_header": "X-aliyun-ecs-metadata-token",
-        "credentials": "/latest/meta-data/ram/security-credentials/",
-        "region": "/latest/meta-data/region-id",
-        "keys": ("AccessKeyId", "AccessKeySecret", "SecurityToken"),
-    },
-}
-
 
 class StoreError(Exception):
     """An object storage request failed (or no credentials were found)."""
@@ -105,10 +88,13 @@ def metadata_http(method: str, url: str, headers: dict) -> tuple:
 
 
 class MetadataSession:
-    """GETs from one cloud's instance metadata service with a session token (refreshed)."""
+    """GETs from one cloud's instance metadata service with a session token (refreshed).
 
-    def __init__(self, cloud: str, base: str | None = None) -> None:
-        self.spec = METADATA[cloud]
+    `spec`: {"base", "ttl_header", "token_header"} (and, for credentials, "credentials_path",
+    "region_path", "credential_keys"): one entry of agent.py's CLOUDS."""
+
+    def __init__(self, spec: dict, base: str | None = None) -> None:
+        self.spec = spec
         self.base = (base or self.spec["base"]).rstrip("/")
         self.token = None
         self.token_until = 0.0
@@ -167,8 +153,7 @@ class Credentials:
 class CredentialChain:
     """The environment's keys, else the box's role through instance metadata."""
 
-    def __init__(self, cloud: str, metadata: MetadataSession, environ=None) -> None:
-        self.cloud = cloud
+    def __init__(self, metadata: MetadataSession, environ=None) -> None:
         self.metadata = metadata
         self.environ = os.environ if environ is None else environ
         self.current = None
@@ -186,22 +171,22 @@ class CredentialChain:
         return self.current
 
     def from_metadata(self) -> Credentials:
-        spec = METADATA[self.cloud]
+        spec = self.metadata.spec
         where = "the instance metadata service"
         try:
-            status, body = self.metadata.get(spec["credentials"])
+            status, body = self.metadata.get(spec["credentials_path"])
             role = body.decode("utf-8", "replace").strip().splitlines()[0] if body else ""
             if status != 200 or not role or "/" in role:
                 raise StoreError(
                     f"no credentials: no AWS_ACCESS_KEY_ID in the environment and {where}"
-                    f" names no role for this box (HTTP {status} for {spec['credentials']});"
+                    f" names no role for this box (HTTP {status} for {spec['credentials_path']});"
                     " the box needs an instance role"
                 )
-            status, body = self.metadata.get(spec["credentials"] + quote(role, safe=""))
+            status, body = self.metadata.get(spec["credentials_path"] + quote(role, safe=""))
             document = json.loads(body.decode("utf-8")) if status == 200 else None
         except (OSError, HTTPException, ValueError) as exc:
             raise StoreError(f"no credentials: {where} did not answer ({one_line(exc)})") from exc
-        key_name, secret_name, token_name = spec["keys"]
+        key_name, secret_name, token_name = spec["credential_keys"]
         if not isinstance(document, dict) or not document.get(key_name):
             raise StoreError(f"no credentials: {where} gave none for role {role!r}")
         return Credentials(
@@ -332,15 +317,14 @@ def store_endpoint(environ) -> str:
 class S3Store:
     """One bucket: get_bytes, put_bytes, upload, download, list, delete (agent.py's store)."""
 
-    def __init__(self, bucket: str, cloud: str = "aws", environ=None) -> None:
+    def __init__(self, bucket: str, metadata_spec: dict, environ=None) -> None:
         environ = os.environ if environ is None else environ
         self.bucket = bucket
         base = environ.get("ORCH_AGENT_METADATA_URL", "").strip() or None
-        self.metadata = MetadataSession(cloud, base)
-        self.credentials = CredentialChain(cloud, self.metadata, environ)
+        self.metadata = MetadataSession(metadata_spec, base)
+        self.credentials = CredentialChain(self.metadata, environ)
         self.endpoint = store_endpoint(environ)
         self._region = env_region(environ)
-        self.cloud = cloud
         self.opener = urllib.request.build_opener()  # honours HTTPS_PROXY / NO_PROXY
 
     @property
@@ -351,7 +335,7 @@ class S3Store:
 
     def _metadata_region(self) -> str:
         try:
-            status, body = self.metadata.get(METADATA[self.cloud]["region"])
+            status, body = self.metadata.get(self.metadata.spec["region_path"])
         except (OSError, HTTPException):
             return ""
         text = body.decode("utf-8", "replace").strip() if status == 200 else ""

@@ -155,6 +155,9 @@ def moto_server_process(log_dir: Path) -> Iterator[str]:
     with open(log, "wb") as sink:
         process = subprocess.Popen(
             [binary, "-p", str(port), "-H", "127.0.0.1"],
+            # AWS's managed policies exist in every real account (a box's role attaches
+            # AmazonSSMManagedInstanceCore); moto loads them only when asked.
+            env={**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"},
             stdout=sink,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -461,3 +464,8 @@ def capacity_proxy(moto_server: str) -> Iterator[CapacityProxy]:
 def s3_atomic_url(capacity_proxy: CapacityProxy) -> str:
     """An endpoint (AWS_ENDPOINT_URL) where S3 conditional writes are atomic as on AWS."""
     return capacity_proxy.url
+
+
+@pytest.fixture
+def iam(aws_env: dict[str, str]):  # noqa: ANN201 - a boto3 client
+    return moto_client("iam", aws_env)

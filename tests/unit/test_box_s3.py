@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.run import box_s3
+from orchestrator.run.agent import CLOUDS
 from tests.e2e.conftest import moto_server_process
 from tests.sim.metadata import MetadataService
 
@@ -121,7 +122,7 @@ def store_env(moto_url: str, md: MetadataService, **more: str) -> dict[str, str]
 
 def test_credentials_come_from_the_instance_role_through_imdsv2(moto_url, md, s3, bucket):
     md.aws_identity = lambda: ("orch-box-role", role_credentials("SecretAccessKey"))
-    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
     store.put_bytes("a/b.txt", b"hello")
     assert s3.get_object(Bucket=bucket, Key="a/b.txt")["Body"].read() == b"hello"
     assert store.credentials.current.key == "ASIAROLEKEY"
@@ -134,7 +135,7 @@ def test_credentials_come_from_the_instance_role_through_imdsv2(moto_url, md, s3
 
 def test_aliyun_credentials_come_from_the_ram_role(moto_url, md, s3, bucket):
     md.aliyun_identity = lambda: ("OrchBoxRole", {**role_credentials(), "SecurityToken": "sts"})
-    store = box_s3.S3Store(bucket, "aliyun", store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aliyun"], store_env(moto_url, md))
     store.put_bytes("x", b"1")
     assert store.credentials.current.token == "sts"
     assert store.region == "cn-hangzhou"
@@ -142,7 +143,7 @@ def test_aliyun_credentials_come_from_the_ram_role(moto_url, md, s3, bucket):
 
 
 def test_a_box_without_a_role_gets_one_clear_error(moto_url, md, bucket):
-    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
     with pytest.raises(box_s3.StoreError, match=r"no credentials: .* names no role .*\(HTTP 404"):
         store.get_bytes("anything")
 
@@ -150,7 +151,7 @@ def test_a_box_without_a_role_gets_one_clear_error(moto_url, md, bucket):
 def test_environment_keys_come_before_the_role(moto_url, md, bucket):
     md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
     env = store_env(moto_url, md, AWS_ACCESS_KEY_ID="envkey", AWS_SECRET_ACCESS_KEY="s")
-    store = box_s3.S3Store(bucket, "aws", env)
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], env)
     assert store.get_bytes("missing") is None
     assert store.credentials.current.key == "envkey"
     assert not [p for p in md.paths("GET") if "security-credentials" in p]
@@ -165,7 +166,7 @@ def test_expiring_credentials_are_fetched_again(moto_url, md, bucket):
         return "role", {**role_credentials("SecretAccessKey"), "Expiration": soon}
 
     md.aws_identity = identity
-    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
     store.put_bytes("k", b"1")
     first = len(served)
     store.put_bytes("k", b"2")
@@ -177,7 +178,7 @@ def test_expiring_credentials_are_fetched_again(moto_url, md, bucket):
 
 def test_large_files_go_up_in_parts_and_come_back_whole(moto_url, md, s3, bucket, tmp_path):
     md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
-    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
     store_part = box_s3.PART_SIZE
     box_s3.PART_SIZE = 5 * 1024 * 1024  # S3's smallest part
     try:
@@ -197,7 +198,7 @@ def test_large_files_go_up_in_parts_and_come_back_whole(moto_url, md, s3, bucket
 
 def test_listing_pages_and_deleting(moto_url, md, s3, bucket):
     md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
-    store = box_s3.S3Store(bucket, "aws", store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
     names = [f"p/{i:04d} file+{i}.bin" for i in range(1005)]  # more than one page of 1000
     for name in names:
         s3.put_object(Bucket=bucket, Key=name, Body=b"")
@@ -206,17 +207,17 @@ def test_listing_pages_and_deleting(moto_url, md, s3, bucket):
     store.delete("p/never-there")  # S3 answers 204 for a missing key too
     assert names[0] not in store.list("p/")
     with pytest.raises(box_s3.StoreError, match="NoSuchBucket"):
-        box_s3.S3Store(bucket + "-none", "aws", store_env(moto_url, md)).get_bytes("x")
+        box_s3.S3Store(bucket + "-none", CLOUDS["aws"], store_env(moto_url, md)).get_bytes("x")
 
 
 def test_urls_follow_the_addressing_rules(md):
     env = {"AWS_REGION": "eu-west-1", "ORCH_AGENT_METADATA_URL": md.url}
-    assert box_s3.S3Store("ckpt", "aws", env).url_parts("a b/c") == (
+    assert box_s3.S3Store("ckpt", CLOUDS["aws"], env).url_parts("a b/c") == (
         "https://ckpt.s3.eu-west-1.amazonaws.com", "ckpt.s3.eu-west-1.amazonaws.com", "/a%20b/c"
     )  # fmt: skip
-    assert box_s3.S3Store("my.ckpt", "aws", env).url_parts("k")[2] == "/my.ckpt/k"
+    assert box_s3.S3Store("my.ckpt", CLOUDS["aws"], env).url_parts("k")[2] == "/my.ckpt/k"
     own = dict(env, AWS_ENDPOINT_URL="http://127.0.0.1:9000/")
-    assert box_s3.S3Store("ckpt", "aws", own).url_parts("k") == (
+    assert box_s3.S3Store("ckpt", CLOUDS["aws"], own).url_parts("k") == (
         "http://127.0.0.1:9000", "127.0.0.1:9000", "/ckpt/k"
     )  # fmt: skip
 

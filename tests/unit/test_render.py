@@ -89,7 +89,11 @@ def test_every_module_input_is_wired():
     arguments = dict(re.findall(r"^  (\w+)\s+= (.+)$", block, flags=re.M))
     arguments.pop("source")
     # Knobs orch leaves at the module's (secure) default: gp3, encrypted.
-    assert set(names) - set(arguments) == {"root_volume_type", "root_volume_encrypted"}
+    assert set(names) - set(arguments) == {
+        "root_volume_type",
+        "root_volume_iops",
+        "root_volume_encrypted",
+    }
     assert set(arguments) <= set(names)
     referenced = set(re.findall(r"\bvar\.(\w+)", " ".join(arguments.values())))
     assert referenced <= root_vars

@@ -1,4 +1,5 @@
-"""AWS: delete what a box left (instances, then security groups and key pairs)."""
+"""AWS: delete what a box left (instances, then security groups and key pairs, then its
+instance profile and role)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,12 @@ def delete_tagged(region: str, resources: list[TaggedResource]) -> None:
             retry_while_blocked(lambda g=resource.id: delete_security_group(region, g))
         elif resource.kind == "key_pair":
             delete_key_pair(region, resource.name)
+    # Identities last: a terminated instance no longer holds its profile.
+    from orchestrator.clouds.aws.iam import delete_instance_profile, delete_role
+
+    for resource in resources:
+        if resource.kind == "instance_profile":
+            delete_instance_profile(region, resource.name)
+    for resource in resources:
+        if resource.kind == "iam_role":
+            delete_role(region, resource.name)

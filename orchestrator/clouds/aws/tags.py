@@ -1,4 +1,5 @@
-"""AWS: find orch's resources (instances, security groups, key pairs) by the orch:box tag.
+"""AWS: find orch's resources (instances, security groups, key pairs, and the boxes' IAM roles
+and instance profiles: iam.py) by the orch:box tag.
 
 It works from the cloud's view, so boxes whose local state is gone are found too.
 """
@@ -71,8 +72,13 @@ def list_tagged_key_pairs(region: str, box: str | None = None) -> list[TaggedRes
 
 
 def list_tagged_resources(region: str, box: str | None = None) -> list[TaggedResource]:
+    from orchestrator.clouds.aws.iam import list_tagged_instance_profiles, list_tagged_roles
+
     return [
         *list_tagged_instances(region, box),
         *list_tagged_security_groups(region, box),
         *list_tagged_key_pairs(region, box),
+        # The box's own role (clouds/aws/identity.py), global but tagged with its region.
+        *list_tagged_instance_profiles(region, box),
+        *list_tagged_roles(region, box),
     ]

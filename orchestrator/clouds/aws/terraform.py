@@ -10,6 +10,7 @@ import json
 import os
 from typing import Any
 
+from orchestrator.clouds.aws.identity import identity_vars
 from orchestrator.clouds.base import BoxRequest
 from orchestrator.errors import UsageError
 
@@ -69,6 +70,7 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         "ssh_ingress_cidrs": list(request.ssh_ingress_cidrs),
         "allow_world_ssh": bool(request.allow_world_ssh),
         "tags": dict(request.tags),
+        **identity_vars(getattr(request, "identity", None)),
     }
     if candidate.market == "spot" and request.spot_max_price is not None:
         values["spot_max_price"] = f"{request.spot_max_price:.4f}".rstrip("0").rstrip(".")

@@ -111,15 +111,22 @@ resource "aws_instance" "this" {
   # `shutdown -h` inside the guest (the TTL timer) ends the box instead of parking it.
   instance_initiated_shutdown_behavior = "terminate"
 
+  # Credentials (instance_profile) come from the instance metadata service, with a session
+  # token only (IMDSv2). Hop limit 2: a container on the box (the DLAMI runs Docker) is one
+  # hop further away; AWS recommends 2 for containers ("Instance metadata options",
+  # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-options.html).
+  iam_instance_profile = local.instance_profile
+
   metadata_options {
     http_endpoint               = "enabled"
     http_tokens                 = "required"
-    http_put_response_hop_limit = 1
+    http_put_response_hop_limit = 2
   }
 
   root_block_device {
     volume_size           = var.root_volume_size
     volume_type           = var.root_volume_type
+    iops                  = var.root_volume_iops
     encrypted             = var.root_volume_encrypted
     delete_on_termination = true
     tags                  = local.tags

@@ -171,6 +171,29 @@ variable "root_volume_type" {
   }
 }
 
+variable "root_volume_iops" {
+  description = "Provisioned IOPS of the root volume: required for io1 and io2 (EC2 refuses them without), optional for gp3 (3000 without), not settable for gp2."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.root_volume_iops == null || try(var.root_volume_iops >= 100 && floor(var.root_volume_iops) == var.root_volume_iops, false)
+    error_message = "root_volume_iops must be a whole number of at least 100, or null."
+  }
+
+  # EbsBlockDevice.Iops: "This parameter is required for io1 and io2 volumes" and "is not
+  # supported for gp2 ... volumes" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_EbsBlockDevice.html).
+  validation {
+    condition     = !contains(["io1", "io2"], var.root_volume_type) || var.root_volume_iops != null
+    error_message = "root_volume_type io1 and io2 need root_volume_iops (EC2 requires Iops for provisioned-IOPS volumes)."
+  }
+
+  validation {
+    condition     = var.root_volume_type != "gp2" || var.root_volume_iops == null
+    error_message = "root_volume_iops cannot be set for gp2 (its IOPS follow its size)."
+  }
+}
+
 variable "root_volume_encrypted" {
   description = "Encrypt the root volume (with the account's default EBS key)."
   type        = bool
@@ -272,4 +295,45 @@ variable "subnet_id" {
     condition     = var.subnet_id == null || can(regex("^subnet-[0-9a-f]{8,17}$", var.subnet_id))
     error_message = "subnet_id must look like subnet-0123456789abcdef0."
   }
+}
+
+# --- identity ----------------------------------------------------------------------------
+
+variable "iam_instance_profile" {
+  description = "Existing IAM instance profile to give the instance (its role is the box's identity); null for none, or with create_iam_instance_profile."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.iam_instance_profile == null || can(regex("^[\\w+=,.@-]{1,128}$", var.iam_instance_profile))
+    error_message = "iam_instance_profile must be an instance profile name (1-128 letters, digits and + = , . @ _ -)."
+  }
+
+  validation {
+    condition     = var.iam_instance_profile == null || !var.create_iam_instance_profile
+    error_message = "give iam_instance_profile or create_iam_instance_profile = true, not both."
+  }
+}
+
+variable "create_iam_instance_profile" {
+  description = "Create a role and instance profile for this box alone (path /orch/, the box's tags), allowed only iam_role_s3_prefixes and, with iam_role_ssm, Systems Manager."
+  type        = bool
+  default     = false
+}
+
+variable "iam_role_s3_prefixes" {
+  description = "\"bucket/prefix\" (or \"bucket\") entries the created role may read, write, list and delete objects under: the box's checkpoint stores."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for entry in var.iam_role_s3_prefixes : can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^*?\\s]*)?$", entry))])
+    error_message = "every iam_role_s3_prefixes entry must be bucket or bucket/prefix (no wildcards)."
+  }
+}
+
+variable "iam_role_ssm" {
+  description = "Attach AmazonSSMManagedInstanceCore to the created role, so Systems Manager can run commands on the box (orch check --via ssm)."
+  type        = bool
+  default     = false
 }
