@@ -316,25 +316,37 @@ def wait_until(predicate: Any, what: str, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
+def role_policy_of(ec2: Any, iam: Any, instance: dict[str, Any]) -> dict[str, Any]:
+    """The inline policy of the role behind an instance's instance profile."""
+    (found,) = ec2.describe_instances(InstanceIds=[instance["InstanceId"]])["Reservations"]
+    profile = found["Instances"][0]["IamInstanceProfile"]["Arn"].rsplit("/", 1)[1]
+    (role,) = iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Roles"]
+    (name,) = iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]
+    document = iam.get_role_policy(RoleName=role["RoleName"], PolicyName=name)["PolicyDocument"]
+    return json.loads(document) if isinstance(document, str) else document
+
+
 def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
-    orch_process, ec2, s3, aws_env, box_server, capacity_proxy, tmp_path
+    orch_process, ec2, s3, iam, aws_env, box_server, capacity_proxy, tmp_path
 ):
+    from tests.sim.identity import MotoInstanceIdentity
     from tests.sim.metadata import MetadataService
 
     s3.create_bucket(Bucket="ckpt")
     routes = sshbox.route_every_host(box_server, tmp_path / "routes")
     box_home = tmp_path / "box-home"
     with MetadataService() as metadata:
-        # What a real box has: credentials from its instance role (moto's S3 here) and the
-        # metadata service (the test-only stand-in, where the spot notice comes from).
+        # What a real box has: no keys, only the metadata service (the test-only stand-in,
+        # where the spot notice comes from), which hands out the credentials of the box's
+        # instance role: moto's STS AssumeRole on the role of the instance's profile. A box
+        # launched without a profile gets none, and its checkpoints fail. S3 is moto's.
+        identity = MotoInstanceIdentity(aws_env["AWS_ENDPOINT_URL"], "us-east-1", "run-spot")
+        metadata.aws_identity = identity
         sshbox.set_box_environment(
             box_server,
             box_home,
             {
                 "AWS_ENDPOINT_URL": aws_env["AWS_ENDPOINT_URL"],
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_DEFAULT_REGION": "us-east-1",
                 "ORCH_AGENT_METADATA_URL": metadata.url,
             },
         )
@@ -353,6 +365,15 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         out = Lines(proc.stderr)  # under --json, CMD's output and orch's lines are on stderr
         out.wait_for("count 5", timeout=300)
         (first,) = instances(ec2, "run-spot")
+        # The box's role may touch this run's checkpoints and nothing else.
+        statements = role_policy_of(ec2, iam, first)["Statement"]
+        objects = next(s for s in statements if "s3:PutObject" in s["Action"])
+        (resource,) = objects["Resource"]
+        assert resource.startswith("arn:aws:s3:::ckpt/runs/r-") and resource.endswith("/*")
+        listing = next(s for s in statements if s["Action"] == ["s3:ListBucket"])
+        assert listing["Resource"] == ["arn:aws:s3:::ckpt"]
+        run_prefix = resource.removeprefix("arn:aws:s3:::ckpt/")
+        assert listing["Condition"] == {"StringLike": {"s3:prefix": [run_prefix]}}
 
         # The spot service gives notice: the agent uploads the checkpoint at once.
         metadata.notice_aws()
@@ -389,6 +410,11 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     )
     capacity_proxy.spot_reclaimed.clear()
     assert_nothing_tagged(ec2, "run-spot")
+    # Both boxes reached the store with their own role's credentials, from the metadata only.
+    assert len({instance for instance, _ in identity.issued}) == 2
+    assert all(role.startswith("orch-run-spot-") for _, role in identity.issued)
+    roles = [r["RoleName"] for r in iam.list_roles(PathPrefix="/orch/")["Roles"]]
+    assert not [r for r in roles if r.startswith("orch-run-spot-")]  # gone with the boxes
 
 
 def test_a_run_whose_box_cannot_launch_leaves_nothing(orch, ec2, run_env, capacity_proxy, tmp_path):

