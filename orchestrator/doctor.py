@@ -11,16 +11,16 @@ the type's vCPUs. Nothing is created; the only calls are the quota reads.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator import clouds
 from orchestrator.clouds.base import vcpu_quota_of
 from orchestrator.errors import OrchError
 from orchestrator.plan import Candidate
-from orchestrator.records import field, record
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Check:
     name: str
     ok: bool
@@ -30,7 +30,7 @@ class Check:
         return {"name": self.name, "ok": self.ok, "detail": self.detail}
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class CloudReport:
     cloud: str
     title: str

@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import UsageError
-from orchestrator.records import MISSING, asdict, field, fields, record
 
 SCHEMA = "orch.plan/v1"
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Candidate:
     cloud: str
     region: str
@@ -84,7 +84,7 @@ class Candidate:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Plan:
     job: dict[str, Any]
     estimate: dict[str, Any]

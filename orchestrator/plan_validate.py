@@ -13,11 +13,11 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
-from orchestrator.records import record
 
 MARKETS = ("on-demand", "spot")
 # POSIX portable user names as useradd takes them: nothing ssh could read as an option.
@@ -29,7 +29,7 @@ MAX_GPUS = 64
 MAX_PRICE_PER_HOUR = 10_000.0  # no box costs more; a larger figure is a corrupt plan
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Rules:
     """Where clouds differ; a cloud object may override each one with an attribute."""
 

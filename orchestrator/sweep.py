@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +29,6 @@ from orchestrator.clouds.base import (
     retry_while,
 )
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.records import field, record
 
 ALL = "any"  # `orch sweep --cloud any`: every registered cloud
 # Deletion order within a box when a cloud lists a box's resources: what holds one goes first.
@@ -55,7 +55,7 @@ def retry_while_blocked(
     retry_while(lambda exc: exc.kind is ErrorKind.RETRYABLE, delete, timeout_s, pause_s)
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class BoxGroup:
     cloud: str
     region: str
@@ -83,7 +83,7 @@ class BoxGroup:
         }
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class SweepReport:
     now: str
     dry_run: bool

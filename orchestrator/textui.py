@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TextIO
-
-from orchestrator.records import field, record
 
 BAR_WIDTH = 10
 BLOCKS = "█░"
@@ -48,7 +47,7 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Column:
     """One column of a table that `fit_table` may shorten: a shorter header, shorter cells,
     or, when `drop` is set, leave out (lower `drop` goes first; None: always kept)."""

@@ -3,15 +3,15 @@ measurements (data/llm_throughput.toml): catalog facts kept apart from the price
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from orchestrator.catalog.loader import DATA_DIR, CatalogError, _source, read_toml_cached
 from orchestrator.catalog.schema import Source
-from orchestrator.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Interconnect:
     kind: str  # "nvswitch" | "nvlink" | "pcie"
     link_gbps: float  # per-GPU one-way link rate (spec)
@@ -19,7 +19,7 @@ class Interconnect:
     source: Source
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LlmMeasurement:
     gpu: str
     precision: str
@@ -85,7 +85,7 @@ def load_llm_measurements() -> list[LlmMeasurement]:
     return list(_llm()[0])
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SingleGpuRun:
     """A measured training run on one GPU, with its implementation class (`stack`)."""
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.records import field, record
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class Source:
     """Where a fact comes from and the date it was read (ISO `YYYY-MM-DD`)."""
 
@@ -19,7 +18,7 @@ class Source:
     verified: bool = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Gpu:
     name: str  # canonical: "T4", "V100-16GB", "V100-32GB", "A10", "A10G", "L4", "A100-40GB", ...
     memory_gib: float  # marketing memory (e.g. 16 for T4); nvidia-smi reports a little less
@@ -37,7 +36,7 @@ class Gpu:
     architecture: str = ""  # "Turing", "Volta", "Ampere", "Ada", "Hopper"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Price:
     """USD per hour for one instance in one region; None when no public source gives it."""
 
@@ -45,7 +44,7 @@ class Price:
     spot: float | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InstanceType:
     cloud: str  # a registered cloud name (orchestrator.clouds.names())
     name: str  # exact API name: "g5.xlarge", "ecs.gn7i-c8g1.2xlarge"
@@ -75,7 +74,7 @@ class InstanceType:
         return price.spot if spot else price.on_demand
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelEntry:
     name: str  # canonical catalog name: "bert-large-uncased"
     aliases: tuple[str, ...]  # other accepted names: "bert-large"
@@ -88,7 +87,7 @@ class ModelEntry:
     tags: tuple[str, ...] = field(default=())
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ThroughputMeasurement:
     """A published, measured training throughput used to calibrate the throughput model.
 

@@ -18,8 +18,7 @@ the box's nvidia-smi says) but cannot run CUDA 11 code on it at all. Two minimum
 from __future__ import annotations
 
 import re
-
-from orchestrator.records import record
+from dataclasses import dataclass
 
 Version = tuple[int, ...]
 
@@ -52,7 +51,7 @@ def show(version: Version) -> str:
     return ".".join(str(p) if i == 0 else f"{p:02d}" for i, p in enumerate(version))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Requirement:
     version: Version
     reason: str

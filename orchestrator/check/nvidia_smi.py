@@ -12,10 +12,10 @@ import csv
 import io
 import math
 import re
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from orchestrator.errors import OrchError
-from orchestrator.records import asdict, record
 
 INVENTORY_FIELDS = (
     "index",
@@ -50,7 +50,7 @@ def query_argv(fields: tuple[str, ...]) -> list[str]:
     return ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class GpuInventory:
     index: int
     name: str
@@ -64,7 +64,7 @@ class GpuInventory:
         return asdict(self)
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class GpuUsage:
     index: int
     utilization_pct: int | None

@@ -22,13 +22,13 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import clouds
 from orchestrator.clouds.base import CommandResult, Unreachable
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_FAILURE, OrchError, UsageError
-from orchestrator.records import field, record
 
 if TYPE_CHECKING:
     from orchestrator.provision.boxes import Box
@@ -70,7 +70,7 @@ class OutputTooLarge(OrchError):
         super().__init__(message, exit_code=EXIT_CHECK_FAILED)
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class _Bounded:
     returncode: int
     stdout: str
@@ -224,7 +224,7 @@ _JUMP = re.compile(
 )
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class SshTransport:
     host: str
     user: str
@@ -378,7 +378,7 @@ class SshTransport:
 # ----------------------------------------------------------------------------------- local
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class LocalTransport:
     description: str = "this machine"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.check import drivers, nvidia_smi
@@ -24,7 +25,6 @@ from orchestrator.check.transport import (
     transport_for_box,
 )
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_OK, OrchError
-from orchestrator.records import field, record
 
 if TYPE_CHECKING:
     from orchestrator.plan import Candidate
@@ -48,7 +48,7 @@ EXIT_TIMED_OUT = 124  # coreutils `timeout`: nvidia-smi hung and was killed on t
 NVIDIA_SMI_LIMIT_S = 30
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Expected:
     gpu: str | None = None
     gpu_count: int | None = None
@@ -74,7 +74,7 @@ class Expected:
         }
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Check:
     name: str  # "reachable", "driver", "gpu_count", "gpu_model", "gpu_memory", "ecc"
     ok: bool
@@ -84,7 +84,7 @@ class Check:
         return {"name": self.name, "ok": self.ok, "message": self.message}
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class CheckReport:
     box: str | None
     transport: str

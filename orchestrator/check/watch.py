@@ -14,13 +14,13 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.check import nvidia_smi
 from orchestrator.check.transport import CommandResult, OutputTooLarge, Transport, Unreachable
 from orchestrator.check.verify import EXIT_NO_DRIVER, EXIT_TIMED_OUT, bounded_query
 from orchestrator.errors import EXIT_CHECK_FAILED, OrchError
-from orchestrator.records import field, record
 
 LOW_UTIL_PCT = 30
 MEMORY_FULL_FRACTION = 0.95
@@ -29,7 +29,7 @@ MEMORY_FULL_FRACTION = 0.95
 MIN_SAMPLE_S = 5.0
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Sample:
     at: float  # time.time()
     gpus: list[nvidia_smi.GpuUsage]

@@ -21,6 +21,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.ci_runner import deliver, github, gitlab
@@ -37,7 +38,6 @@ from orchestrator.ci_runner.common import (
 from orchestrator.ci_runner.userdata import render_section
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision.boxes import validate_box_name
-from orchestrator.records import field, record
 
 __all__ = ["CiRunner", "Registration", "forget", "from_options", "json_fields", "registered"]
 
@@ -51,7 +51,7 @@ _PLACEHOLDER_EXPIRY = "2000-01-01T00:00:00Z"
 TRUSTED_URL_ENV = "ORCH_CI_URL"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Registration:
     """A registered runner: what the box record keeps, and its secret: GitLab's runner token
     (for the user data), or GitHub's JIT config (handed over SSH once the box is up)."""

@@ -11,10 +11,10 @@ import ipaddress
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from orchestrator.errors import UsageError
-from orchestrator.records import field, record
 
 KINDS = ("github", "gitlab")
 DEFAULT_API_URL = {"github": "https://api.github.com", "gitlab": "https://gitlab.com"}
@@ -50,7 +50,7 @@ MAX_RUNNER_URL = 400
 _TOKEN = re.compile(r"[\x21-\x7e]{1,1024}")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CiRunner:
     """A validated --ci-runner request for box `name`."""
 

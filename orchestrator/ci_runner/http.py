@@ -9,18 +9,18 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.ci_runner.common import is_loopback
 from orchestrator.errors import OrchError
-from orchestrator.records import record
 
 TIMEOUT_S = 30.0
 MAX_BODY = 1 << 20
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Answer:
     status: int
     body: Any  # parsed JSON, or None

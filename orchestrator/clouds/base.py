@@ -22,11 +22,11 @@ import importlib
 import os
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
-from orchestrator.records import field, record
 
 PLUGINS_ENV = "ORCH_CLOUD_PLUGINS"
 
@@ -84,7 +84,7 @@ class Unreachable(OrchError):
         super().__init__(message, exit_code=EXIT_FAILURE, hint=hint)
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class CommandResult:
     """What a command run on a box returned, whichever transport ran it."""
 
@@ -99,7 +99,7 @@ class CommandResult:
         return self.stdout + self.stderr
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class TaggedResource:
     """A resource found in the cloud by its orch tags (for `down` and the sweeper)."""
 
@@ -123,7 +123,7 @@ class TaggedResource:
         return {"kind": self.kind, "id": self.id, "name": self.name}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InstanceState:
     """What the cloud says of a box's instance now (for `orch run`'s watch and recovery).
 
@@ -144,7 +144,7 @@ class InstanceState:
         return self.state in ("stopping", "stopped", "terminated", "missing")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ObjectStore:
     """A cloud's S3-compatible object store, as a user reaches it through AWS_ENDPOINT_URL(_S3):
     what it can do that orch relies on."""
@@ -156,7 +156,7 @@ class ObjectStore:
     path_style: bool  # it serves path-style requests (https://ENDPOINT/BUCKET/KEY)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LocalSetup:
     """What this machine has configured for a cloud, read offline (environment and config
     files only: no SDK, no network), so `orch plan --cloud any` can rank what the user can
@@ -168,7 +168,7 @@ class LocalSetup:
     region_basis: str = ""  # where the region comes from: "AWS_REGION", "~/.aws/config", ...
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Credentials:
     """What the cloud's SDK credential chain resolves on this machine, without an API call
     (`orch up`/`run` preflight, `orch doctor`, `orch sweep`'s per-cloud skip)."""
@@ -179,7 +179,7 @@ class Credentials:
     hint: str = ""  # what to set
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class VcpuQuota:
     """An account's vCPU limit for one instance family and market (`orch doctor --online`)."""
 
@@ -189,7 +189,7 @@ class VcpuQuota:
     source: str = ""  # the API that answered
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ImageChoice:
     """Which image a candidate boots: the plan's `image` query, login user, root volume."""
 
@@ -233,7 +233,7 @@ class BoxRequest(Protocol):
 PriceTable = dict[str, dict[str, dict[str, float | None]]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PriceApi:
     """A cloud's price API, as `orch catalog refresh` uses it (SDK code loads inside fetch).
 

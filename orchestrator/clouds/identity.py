@@ -10,9 +10,9 @@ attach `existing`, created by the user, which orch never touches.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from orchestrator.errors import UsageError
-from orchestrator.records import record
 
 # The union of what the clouds accept: IAM instance profile names ([\w+=,.@-], 1-128) and
 # RAM role names (letters, digits, ".", "-", 1-64); each cloud checks its own rule too.
@@ -20,7 +20,7 @@ _NAME = re.compile(r"[A-Za-z0-9+=,.@_-]{1,128}")
 _STORE = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?P<prefix>(/[^\s*?]*)?)")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class BoxIdentity:
     existing: str | None = None  # `--instance-profile NAME`: attach it, create nothing
     stores: tuple[str, ...] = ()  # s3://bucket/prefix the box's checkpoint agent reads and writes

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,6 @@ from orchestrator.catalog import load_gpus, load_instances, load_models
 from orchestrator.catalog.loader import CLOUDS
 from orchestrator.catalog.schema import InstanceType, ModelEntry
 from orchestrator.errors import UsageError
-from orchestrator.records import asdict, record
 
 PRECISION_COLUMNS = ("fp32", "tf32", "fp16", "bf16")
 UNVERIFIED_MARK = "price NOT RE-VERIFIED"
@@ -279,7 +279,7 @@ def _refresh_regions(cloud: str, given: Sequence[str]) -> list[str]:
     return regions
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class RefreshResult:
     cloud: str
     date: str

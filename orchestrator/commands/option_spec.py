@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from orchestrator.errors import UsageError
-from orchestrator.records import record
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 KINDS = ("text", "int", "float", "flag", "path")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Option:
     """One option: its flags ("--model", or "-o" and "--output"), the keyword the command
     receives, the value's kind and, for numbers, an optional range."""
@@ -62,7 +62,7 @@ class Option:
         return self.default
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class QuickCommand:
     """A command that runs without click when its command line is plain.
 

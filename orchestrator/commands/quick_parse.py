@@ -14,15 +14,15 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.commands.option_spec import Option
-from orchestrator.records import record
 
 _REFUSED = object()  # a value click would refuse (or that needs its judgement)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Parsed:
     """Every option's value by name, and the names the command line gave."""
 

@@ -291,8 +291,9 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
 
 def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
     """Lease a box from the pool, run there, release it (dirty when the run failed)."""
+    from dataclasses import replace
+
     from orchestrator.pool import manager
-    from orchestrator.records import replace
     from orchestrator.run.session import Run
 
     as_json = options["as_json"]

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -31,7 +32,6 @@ from orchestrator.pool.ownership import Unverified, not_ours
 from orchestrator.pool.store import Conflict, RecordStore, open_store, store_tag, update
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
-from orchestrator.records import field, record
 
 Say = Callable[[str], None]
 POLL_S = 2.0
@@ -41,7 +41,7 @@ class NoBoxFree(OrchError):
     """`lease --wait` ran out: every box is leased and the pool is at --max."""
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Pool:
     name: str
     store: RecordStore

@@ -42,13 +42,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision import state_backend
-from orchestrator.records import record
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ class Conflict(OrchError):
     """The object changed (or, for create, exists) since it was read."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Versioned:
     data: dict[str, Any]
     etag: str

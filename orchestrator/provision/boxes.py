@@ -24,12 +24,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
-from orchestrator.records import field, record
 
 BOX_STATES = ("creating", "up", "failed", "destroying", "destroyed")
 BOX_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}")  # fullmatch: "$" would let "\n" through
@@ -73,7 +73,7 @@ def make_private_dir(path: Path) -> Path:
     return path
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Box:
     name: str
     directory: Path
@@ -98,6 +98,9 @@ class Box:
     ci_runner: dict[str, Any] | None = None
     # The lifetime asked for ("12h"; "none": no expiry, asked for explicitly with --ttl none).
     ttl: str | None = None
+    # This process only, never saved: whether `terraform apply` started on the box, so a
+    # failed `up` gives the name back under --state only when nothing can have been created.
+    applied: bool = field(default=False, repr=False, compare=False)
 
     @property
     def key_path(self) -> Path:

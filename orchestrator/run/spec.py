@@ -13,11 +13,11 @@ import re
 import secrets
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from orchestrator.errors import UsageError
-from orchestrator.records import field, record
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Names orch sets for the job itself; a user value would silently lose.
@@ -82,7 +82,7 @@ def relative_box_path(path: str, option: str) -> str:
     return text
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Store:
     """An S3 (or S3-compatible: Alibaba OSS) location for checkpoints."""
 
@@ -108,7 +108,7 @@ def parse_store(url: str) -> Store:
     return Store(match.group("bucket"), prefix)
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class RunSpec:
     command: list[str]  # CMD as argv; quoted when it becomes shell text
     workdir: Path

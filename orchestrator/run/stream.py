@@ -14,11 +14,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from orchestrator.check.transport import SshTransport, backoff_delays
 from orchestrator.errors import OrchError
-from orchestrator.records import field, record
 from orchestrator.run.remote import follow_script
 from orchestrator.run.shell import stream_argv
 
@@ -33,7 +33,7 @@ class StreamStopped(Exception):
     """`stop()` was called (the watch saw the box go, or orch is being cancelled)."""
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class LogFollower:
     transport: SshTransport
     run_id: str

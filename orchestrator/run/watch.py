@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from orchestrator import clouds
 from orchestrator.clouds.base import CloudError, InstanceState
 from orchestrator.provision.boxes import Box
-from orchestrator.records import field, record
 
 Say = Callable[[str], None]
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class BoxWatch:
     box: Box
     interval_s: float

@@ -4,11 +4,12 @@ tensor that autograd keeps in the `transformers` implementation (docs/memory-mod
 
 from __future__ import annotations
 
-from orchestrator.records import record
+from dataclasses import dataclass
+
 from orchestrator.sizing.architectures import Architecture, Stack
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Dtypes:
     """Bytes per element of each kind of tensor under one precision mode."""
 

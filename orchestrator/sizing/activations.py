@@ -5,7 +5,8 @@ vision families: activation_vision.py. Conventions: docs/memory-model.md."""
 
 from __future__ import annotations
 
-from orchestrator.records import record
+from dataclasses import dataclass
+
 from orchestrator.sizing.activation_layers import (
     Dtypes,
     audio_frontend_bytes,
@@ -36,7 +37,7 @@ def _first_layer_savings(st: Stack, b: int, s: int, dt: Dtypes) -> float:
     return saved
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SavedActivations:
     """What autograd holds for backward, split the way the step's phases need it (bytes)."""
 

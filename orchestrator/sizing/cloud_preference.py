@@ -9,19 +9,19 @@ With no credentials anywhere (the offline demo), every candidate is ranked by co
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.clouds import get
 from orchestrator.clouds.base import LocalSetup
 from orchestrator.plan import Candidate
-from orchestrator.records import record
 
 # Tiers: 0 usable cloud in its configured region (or no region preference), 1 usable cloud
 # elsewhere, 2 a cloud without credentials.
 PREFERRED, OTHER_REGION, NO_CREDENTIALS = 0, 1, 2
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CloudPreference:
     setups: dict[str, LocalSetup]
     region_given: bool  # --region: the user chose the region, no region preference applies

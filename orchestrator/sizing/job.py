@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
-
-from orchestrator.records import asdict, fields, record, replace
 
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-momentum", "adafactor", "adamw-8bit")
@@ -14,7 +13,7 @@ STACKS = ("eager", "optimised")
 QUANTIZE = ("4bit", "8bit")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A training job. `gpus` is the data-parallel world size the memory is split over.
 

@@ -13,11 +13,11 @@ lever can beat pays for no re-plans.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate
-from orchestrator.records import record, replace
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.select import PlanOptions, Ranking, rank, winners
 
@@ -26,7 +26,7 @@ LORA_RANK = 16  # the rank suggested when the job trains every weight
 LM_HEADS = ("causal-lm", "seq2seq-lm", "masked-lm")  # heads whose logits fused CE avoids
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Lever:
     """A change to the job and the plan it gives."""
 

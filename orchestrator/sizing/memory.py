@@ -10,9 +10,9 @@ from the parameter count. Formulas and conventions: docs/memory-model.md.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.records import record, replace
 from orchestrator.sizing import overhead as ovh
 from orchestrator.sizing.activation_layers import dtypes
 from orchestrator.sizing.activations import activation_bytes, saved_activations
@@ -47,7 +47,7 @@ ADAM8BIT_MIN_SIZE = 4096  # bitsandbytes keeps 32-bit states for tensors smaller
 ADAM8BIT_BLOCK = 2048  # one fp32 absmax per block of 2048 values, per state
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MemoryBreakdown:
     parameters_bytes: int
     gradients_bytes: int

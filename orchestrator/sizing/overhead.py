@@ -14,9 +14,9 @@ sizing/runtime_stack.py). docs/accuracy.md has the table.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.records import record
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.runtime_stack import stack_of
 
@@ -46,7 +46,7 @@ LAZY_LOADING_MIN_DRIVER = 515
 DEFAULT_CONTEXT_GIB = CONTEXT_LAZY_GIB
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ContextAssumption:
     """The CUDA context the estimate adds, and where the figure comes from."""
 

@@ -9,13 +9,13 @@ reserve fraction of each stack on its own measurements and prints the leave-one-
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.records import record
 from orchestrator.sizing.job import JobSpec
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RuntimeStack:
     name: str
     context_gib: float  # CUDA context at the training peak, as nvidia-smi counts it

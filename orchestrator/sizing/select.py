@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
 from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan
-from orchestrator.records import field, record, replace
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.assumptions import plan_assumptions, planned_shape
 from orchestrator.sizing.cloud_preference import CloudPreference, cloud_preference
@@ -48,7 +48,7 @@ __all__ = ["DEFAULT_SAMPLES", "job_samples"]  # re-exported: sizing/run_length.p
 GIB = 1024**3
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PlanOptions:
     cloud: str = "any"  # a registered cloud name, or "any"
     region: str | None = None
@@ -67,7 +67,7 @@ class PlanOptions:
     allow_unverified_prices: bool = False
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Ranking:
     """The outcome of a selection: ranked candidates plus what was ruled out and why."""
 
@@ -156,7 +156,7 @@ def _markets(options: PlanOptions) -> tuple[bool, ...]:
     return (False, True) if options.spot else (False,)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Fit:
     """How one instance type runs the job."""
 
@@ -301,7 +301,7 @@ def _cheapest_cost(instance: InstanceType, options: PlanOptions, hours: float) -
     return min(costs, default=None)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _JobSpeed:
     """What the throughput of one job needs, computed once per plan."""
 

@@ -4,15 +4,15 @@ step and the stack's per-micro-batch extras (sizing/stacks.py) are taken out of 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from orchestrator.records import record
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RunTerms:
     """What the throughput model needs of a measured run, computed once."""
 

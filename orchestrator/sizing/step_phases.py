@@ -21,8 +21,8 @@ unless the stack keeps them (runtime_stack.grads_persist).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from orchestrator.records import record
 from orchestrator.sizing.activation_layers import dtypes
 from orchestrator.sizing.activations import (
     SavedActivations,
@@ -38,7 +38,7 @@ from orchestrator.sizing.runtime_stack import RuntimeStack
 PHASES = ("forward", "loss", "backward", "optimizer")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Resident:
     """Per-GPU bytes that live across phases (after ZeRO sharding)."""
 

@@ -12,13 +12,13 @@ without a measurement for a precision gets an efficiency transferred from the me
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 from orchestrator.catalog import Gpu, ThroughputMeasurement, load_gpus, load_measurements
 from orchestrator.errors import UsageError
-from orchestrator.records import record
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.stacks import (
@@ -75,7 +75,7 @@ EAGER_ADAM_OPS = 19
 HOST_OP_SECONDS = 9e-6
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class OptimizerStep:
     """One GPU's optimizer step: its memory traffic and its ops issued one at a time."""
 
@@ -135,7 +135,7 @@ def job_step(
     return OptimizerStep(step, accumulation=max(1, accumulation))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Shape:
     """What a transformer step's utilisation depends on beyond its FLOPs."""
 
@@ -181,7 +181,7 @@ def shape_factor(
     return roofline / (1.0 + (1.0 / rate - 1.0) * shape.attention)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GpuRate:
     """How fast one GPU runs a job's precision."""
 
@@ -527,7 +527,7 @@ def multi_gpu_scaling(gpu: Gpu, count: int) -> float:
     return SCALING_NVLINK if nvlink else SCALING_PCIE
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Collectives:
     """What data-parallel / sharded training moves between a box's GPUs each micro-batch."""
 

@@ -38,12 +38,11 @@ import json
 import os
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
 from orchestrator.errors import UsageError
-from orchestrator.records import fields, record
 from orchestrator.sizing.architectures import Architecture, Head, WeightGroup
 from orchestrator.sizing.job import JobSpec
 
@@ -100,7 +99,7 @@ class TraceResult:
     versions: str = ""
 
 
-@record
+@dataclass(frozen=True)
 class TracedArchitecture(Architecture):
     """An Architecture whose activations (and, for families the analytic model does not
     know, FLOPs) come from a trace of `config` for the job's shape."""

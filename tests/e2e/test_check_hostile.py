@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 
 import pytest
 
 from orchestrator.check import untrusted
-from orchestrator.records import replace
 from tests.e2e import sshbox
 from tests.e2e.test_check_ssh import make_candidate, orch, save_box
 from tests.support import require

@@ -28,7 +28,6 @@ MAX_FILES_NAMING_A_CLOUD = 2
 LAYERS: list[tuple[str, ...]] = [
     (
         "orchestrator.errors",
-        "orchestrator.records",
         "orchestrator.resources",
         "orchestrator.textui",
     ),
@@ -144,13 +143,13 @@ def test_no_module_imports_a_layer_above_its_own():
     assert upward == []
 
 
-def test_clouds_base_imports_only_the_standard_library_errors_and_records():
+def test_clouds_base_imports_only_the_standard_library_and_errors():
     tree = ast.parse((PACKAGE / "clouds" / "base.py").read_text())
     imported = {
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     } | {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
     ours = {m for m in imported if m.startswith("orchestrator")}
-    assert ours <= {"orchestrator.errors", "orchestrator.records"}
+    assert ours <= {"orchestrator.errors"}
 
 
 def test_built_in_clouds_satisfy_the_protocol_and_classify_their_failover_codes():

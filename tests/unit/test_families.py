@@ -5,12 +5,12 @@ memory and FLOPs estimates read (experts, soft-capping, q/k norms, multi-query a
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from orchestrator.catalog.loader import find_model
-from orchestrator.records import replace
 from orchestrator.sizing.architectures import ConfigError, from_hf_config
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.job import JobSpec

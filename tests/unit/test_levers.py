@@ -112,7 +112,7 @@ def test_nothing_fits_names_a_lever_with_its_box_and_cost() -> None:
             change["batch"] = int(flags[i + 1])
         elif flag == "--grad-accum":
             change["grad_accum"] = int(flags[i + 1])
-    from orchestrator.records import replace
+    from dataclasses import replace
 
     plan = plan_job(replace(job, **change), options)
     assert plan.choice.instance_type == found["box"]

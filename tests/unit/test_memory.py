@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from orchestrator.records import replace
 from orchestrator.sizing.architectures import from_hf_config
 from orchestrator.sizing.job import OPTIMIZERS, PRECISIONS, JobSpec
 from orchestrator.sizing.memory import activation_bytes, estimate_memory

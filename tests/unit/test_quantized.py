@@ -4,11 +4,11 @@ base weights, fp32 adapters, dequantisation transients, and a 7B plan on a 24 GB
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.records import replace
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import GIB, estimate_memory
 from orchestrator.sizing.quantized import NF4_BYTES_PER_WEIGHT, quantized_parameters

@@ -8,13 +8,13 @@ import json
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from orchestrator.catalog.interconnect import load_single_gpu_runs
 from orchestrator.errors import UsageError
-from orchestrator.records import replace
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.select import PlanOptions, plan_job, rank
 from orchestrator.sizing.stack_runs import run_job

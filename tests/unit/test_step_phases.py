@@ -4,11 +4,11 @@ phase dominates follows from the job, and each knob moves the phase it acts on."
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from orchestrator.records import replace
 from orchestrator.sizing.activation_layers import activation_fn_bytes, dtypes
 from orchestrator.sizing.architectures import from_hf_config
 from orchestrator.sizing.job import JobSpec

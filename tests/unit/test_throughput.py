@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 import pytest
 
 from orchestrator.catalog import load_gpus, load_measurements
-from orchestrator.records import replace
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.resolve import resolve_architecture

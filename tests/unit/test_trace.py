@@ -8,13 +8,13 @@ Needs the `trace` extra (torch + transformers): skipped locally without it, fail
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.records import replace
 from orchestrator.sizing.architectures import from_hf_config
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import activation_bytes

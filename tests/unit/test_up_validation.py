@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_directory
-from orchestrator.records import replace
 from tests.support import candidate, plan_file, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import base64
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ecs_client
 from orchestrator.clouds.aliyun.errors import AliyunError, is_permanent_for_agent
 from orchestrator.clouds.base import CommandResult, Unreachable
-from orchestrator.records import record
 
 
 def run_command(
@@ -67,7 +67,7 @@ def _invocation_results(body: Any) -> list[Any]:
     return list(invocation.invocation_results.invocation_result or [])
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class CloudAssistantTransport:
     instance_id: str
     region: str

@@ -7,11 +7,11 @@ NVIDIA driver and CUDA at first boot.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.clouds.base import ImageChoice
 from orchestrator.errors import OrchError
-from orchestrator.records import record
 
 UBUNTU_REGEX = "^ubuntu_22_04_x64"
 
@@ -20,7 +20,7 @@ def image_for(instance: Any) -> ImageChoice:
     return ImageChoice({"name_regex": UBUNTU_REGEX, "owners": "system"}, "root", 60)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Image:
     id: str
     name: str

@@ -8,11 +8,11 @@ instance profile with AmazonSSMManagedInstanceCore.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from orchestrator.clouds.aws.client import call, client
 from orchestrator.clouds.aws.errors import AGENT_NOT_READY_CODES, AwsError
 from orchestrator.clouds.base import CommandResult, Unreachable
-from orchestrator.records import record
 
 
 def run_ssm_command(
@@ -66,7 +66,7 @@ def run_ssm_command(
         time.sleep(poll)
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class SsmTransport:
     instance_id: str
     region: str

@@ -3,9 +3,9 @@ config asks for, and the common transformer dimensions (`Dims`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.records import record
 from orchestrator.sizing.architectures.families import ACTIVATIONS, DEFAULT_HEAD, HEAD_SUFFIXES
 from orchestrator.sizing.architectures.shapes import ConfigError
 
@@ -77,7 +77,7 @@ def cfg_activation(cfg: dict[str, Any], *keys: str, default: str) -> str:
     return value
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class FamilyKeys:
     """Which HF config keys hold a family's dimensions (the first key present wins), and the
     family's defaults where the config leaves a value out."""
@@ -99,7 +99,7 @@ class FamilyKeys:
     tied_default: bool = False
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class Dims:
     """A transformer's sizes as read from its config through its FamilyKeys."""
 

@@ -4,9 +4,9 @@ OLMo-2, and the MoE and MLA variants), Falcon, BLOOM; and a GPT sized from a par
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Any
 
-from orchestrator.records import record, replace
 from orchestrator.sizing.architectures.config import (
     Dims,
     FamilyKeys,
@@ -70,7 +70,7 @@ for _family in ("mistral", "qwen2"):
     DECODER_KEYS[_family] = DECODER_KEYS["llama"]
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class DecoderParts:
     """What a decoder family builder returns: weights, the per-family Stack fields, the
     token embedding, and whether positions are learned absolute embeddings."""
@@ -156,7 +156,7 @@ def _neox_parts(cfg: dict[str, Any], d: Dims) -> DecoderParts:
     return DecoderParts(weights, stack, Embedding(d.vocab, h))
 
 
-@record(frozen=False)
+@dataclass(slots=True)
 class LlamaTraits:
     """How a LLaMA-style family departs from LLaMA (all read from the HF modeling code)."""
 

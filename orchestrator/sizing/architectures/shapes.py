@@ -4,16 +4,15 @@ embeddings, heads, CNN stages, and the `Architecture` that holds them."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from functools import cached_property
-
-from orchestrator.records import field, record
 
 
 class ConfigError(ValueError):
     """A config dict that does not describe a supported model."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class WeightGroup:
     """`count` parameter tensors of one `shape` (e.g. 24 query weights of 1024 x 1024)."""
 
@@ -27,7 +26,7 @@ class WeightGroup:
         return math.prod(self.shape) * self.count
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MoE:
     """A sparse MLP: `experts` gated MLPs of width `intermediate`, `top_k` per token, plus an
     optional always-on shared expert (Qwen2-MoE: gated by a sigmoid of a linear)."""
@@ -40,7 +39,7 @@ class MoE:
     shared_gate: bool = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MLA:
     """DeepSeek multi-head latent attention: queries straight (or through a q LoRA rank) and
     keys/values expanded from a `kv_rank` latent plus one shared rotary key of `rope` dims."""
@@ -52,7 +51,7 @@ class MLA:
     v: int  # per-head value dims
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Stack:
     """A stack of identical transformer layers (an encoder, a decoder, a ViT)."""
 
@@ -110,7 +109,7 @@ class Stack:
         return (m.layers * sparse + (self.layers - m.layers) * dense) / max(self.layers, 1)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Embedding:
     """Token embeddings and what happens before the first layer."""
 
@@ -122,7 +121,7 @@ class Embedding:
     projected: bool = False  # a linear from `width` to the hidden size
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Head:
     kind: str  # one of HEADS
     vocab: int = 0  # LM heads
@@ -133,7 +132,7 @@ class Head:
     softcap: bool = False  # Gemma 2: tanh soft-capping of the logits
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ResNetStage:
     depth: int
     in_channels: int
@@ -141,7 +140,7 @@ class ResNetStage:
     stride: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ResNet:
     channels: int
     embedding_size: int
@@ -150,7 +149,7 @@ class ResNet:
     labels: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ConvNeXt:
     """ConvNeXt: a 4x4 stride-4 patch stem, stages of blocks (7x7 depthwise conv, LayerNorm,
     4x MLP as 1x1 linears, layer scale) with LayerNorm + 2x2 stride-2 convs between them."""
@@ -162,7 +161,7 @@ class ConvNeXt:
     labels: int
 
 
-@record
+@dataclass(frozen=True)  # no slots: `parameters` is a cached_property
 class Architecture:
     name: str
     family: str  # model_type

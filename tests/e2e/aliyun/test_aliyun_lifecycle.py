@@ -280,7 +280,7 @@ def test_a_bad_plan_value_is_refused_before_the_emulator_sees_a_call(
 ) -> None:
     """Issue 9 items 6 and 19: exit 2, one line, no box record, no failover to the sound
     alternative, and nothing created in the emulator."""
-    from orchestrator.records import replace
+    from dataclasses import replace
 
     bad = replace(candidate("ecs.gn6i-c4g1.xlarge"), **first)
     plan = plan_file(tmp_path, bad, candidate("ecs.gn6i-c4g1.xlarge"))
