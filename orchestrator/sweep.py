@@ -256,7 +256,8 @@ def _no_credentials(cloud: Cloud) -> str:
     found = check()
     if found.found:
         return ""
-    return "no credentials" + (f" ({found.hint})" if found.hint else "")
+    why = "; ".join(part for part in (found.problem, found.hint) if part)
+    return "no credentials" + (f" ({why})" if why else "")
 
 
 def _reap(

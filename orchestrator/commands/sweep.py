@@ -67,5 +67,8 @@ def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
         click.echo(f"{'dry run: ' if dry_run else ''}{summary}")
     if report.nothing_swept:
         missing = ", ".join(report.skipped)
-        click.echo(f"orch: error: nothing was swept: no credentials for {missing}", err=True)
+        why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped.items())
+        click.echo(
+            f"orch: error: nothing was swept: no credentials for {missing} ({why})", err=True
+        )
     ctx.exit(1 if report.failed or report.nothing_swept else 0)

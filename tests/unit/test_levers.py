@@ -18,9 +18,10 @@ from orchestrator.sizing.select import PlanOptions, plan_job, rank, winners
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_B = str(ROOT / "benchmarks/gpu/configs/llama-3.2-1b.json")
-# A 1B decoder at batch 4 x 2048 trained in full: it fits only 80 GB GPUs, so only 8-GPU boxes
-# on AWS; each lever lets a cheaper box run it.
-COSTLY = ("plan", "--hf-config", ONE_B, "--batch", "4", "--seq", "2048", "--cloud", "aws")
+# A 1B decoder at batch 12 x 2048 trained in full: it needs over 100 GiB per GPU, so only 8-GPU
+# H200/B200 boxes on AWS (a single 80 GB H100 took batch 4 once p5.4xlarge joined the catalog);
+# each lever lets a cheaper box run it.
+COSTLY = ("plan", "--hf-config", ONE_B, "--batch", "12", "--seq", "2048", "--cloud", "aws")
 LINE = re.compile(
     r"^cheaper if (?P<flags>.+?): (?P<box>\S+) \(.*\) \$(?P<cost>[\d,.]+) for the job"
 )

@@ -43,13 +43,17 @@ def test_sweep_without_credentials_skips_each_cloud_and_exits_1(bare_env) -> Non
     assert result.returncode == 1, result
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
     lines = result.stdout.splitlines()
-    assert lines[:2] == [
-        "aws: skipped: no credentials (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and"
-        " AWS_SECRET_ACCESS_KEY)",
-        "aliyun: skipped: no credentials (set ALIBABA_CLOUD_ACCESS_KEY_ID and"
-        " ALIBABA_CLOUD_ACCESS_KEY_SECRET)",
-    ], result.stdout
-    assert result.stderr.strip() == "orch: error: nothing was swept: no credentials for aws, aliyun"
+    # Each skip line says what the SDK chain found (the problem) and what to set (the hint).
+    assert lines[0].startswith("aws: skipped: no credentials (no AWS credentials found; ")
+    assert lines[0].endswith("set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
+    assert lines[1].startswith("aliyun: skipped: no credentials (no Alibaba Cloud credentials")
+    assert lines[1].endswith(
+        "set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET)"
+    ), result.stdout
+    first, *rest = result.stderr.strip().splitlines()
+    assert not rest and first.startswith(
+        "orch: error: nothing was swept: no credentials for aws, aliyun ("
+    )
 
 
 def test_sweep_of_one_named_cloud_without_credentials_says_so_too(bare_env) -> None:
