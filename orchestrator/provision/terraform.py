@@ -10,6 +10,11 @@ Which Terraform (first match wins):
 Environment: passed through untouched (credentials stay in the environment, never in
 arguments or logs), plus TF_IN_AUTOMATION=1, TF_INPUT=0, CHECKPOINT_DISABLE=1 and
 TF_PLUGIN_CACHE_DIR (default $ORCH_HOME/plugin-cache, so boxes share one provider copy).
+Terraform does not make that cache safe for concurrent `init`s ("The plugin cache directory is
+not guaranteed to be concurrency safe", developer.hashicorp.com/terraform/cli/config/
+config-file#provider-plugin-cache): two installs of one provider race and one fails. So `init`
+holds an exclusive flock on the cache directory itself, across processes (a pool growing by
+several boxes at once, parallel `orch up`s); plan/apply/destroy need no lock.
 
 apply/destroy run with `-json`: each resource event is shown on stderr as it happens, with the
 time since the command started (unless quiet); errors come back as Terraform's diagnostics.
@@ -22,6 +27,7 @@ orch keeps reading Terraform's output until it exits, so Terraform never loses i
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -78,6 +84,20 @@ def default_plugin_cache() -> Path:
     from orchestrator.provision.boxes import orch_home
 
     return orch_home() / "plugin-cache"
+
+
+@contextlib.contextmanager
+def _plugin_cache_lock(cache: str | None) -> Iterator[None]:
+    """Hold an exclusive lock on the plugin cache directory (nothing when there is none)."""
+    if not cache or not os.path.isdir(cache):
+        yield
+        return
+    descriptor = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # released by close, also if orch dies
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def terraform_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -168,7 +188,8 @@ class Terraform:
             # -reconfigure: the backend's settings may legitimately differ between machines
             # (endpoint knobs); the state location itself never changes for a box.
             args += ["-reconfigure", f"-backend-config={backend_config.name}"]
-        result = self.run(args)
+        with _plugin_cache_lock(terraform_env(self.extra_env).get("TF_PLUGIN_CACHE_DIR")):
+            result = self.run(args)
         if result.interrupted:
             raise Interrupted("interrupted during terraform init")
         if result.returncode != 0:

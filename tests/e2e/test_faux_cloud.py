@@ -130,7 +130,7 @@ def test_a_plugin_cloud_without_credentials_and_an_unknown_cloud_are_clear_error
     swept = orch(env, "sweep", "--cloud", "faux", "--region", REGION, "--json")
     assert swept.returncode == 1 and "nothing was swept: no credentials for faux" in swept.stderr
     assert json.loads(swept.stdout)["skipped"] == {
-        "faux": f"no credentials (set {faux.CLOUD_DIR_ENV})"
+        "faux": f"no credentials (no faux cloud configured; set {faux.CLOUD_DIR_ENV})"
     }
     bad = orch(env, "plan", "--model", "bert-base", "--cloud", "nimbus")
     assert bad.returncode == 2 and "'faux'" in bad.stderr

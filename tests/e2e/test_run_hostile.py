@@ -473,28 +473,40 @@ sys.stdout.buffer.flush()
 """
 
 
+def _peak_rss_kib(pid: int) -> int:
+    """The high-water mark of one process's own resident memory (VmHWM), 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")), 0)
+
+
 def test_a_job_printing_hundreds_of_megabytes_streams_in_bounded_memory(kept):
     workdir = kept.workdir("flood", {"flood.py": FLOOD_PY})
     orch_home = Path(kept.env["ORCH_HOME"])
     before = sum(p.stat().st_size for p in orch_home.rglob("*") if p.is_file())
     proc = kept.start(*kept.run_args(workdir, "--", "python3", "flood.py"))
     counted = [0]
+    peak = [0]
 
     def count() -> None:
         assert proc.stdout is not None
         while chunk := proc.stdout.buffer.read1(1 << 20):
             counted[0] += len(chunk)
+            # orch's own peak (not its children's: ssh, rsync), read while it still runs: the
+            # high-water mark after the last byte covers the whole stream.
+            peak[0] = max(peak[0], _peak_rss_kib(proc.pid))
 
     reader = __import__("threading").Thread(target=count, daemon=True)
     reader.start()
     stderr = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.wait()
     reader.join(timeout=60)
     assert proc.returncode == 0, stderr
     assert counted[0] == FLOOD_MB * 1024 * 1024  # every byte, once
-    # orch's peak memory (ru_maxrss, KiB) stays far below the output's size...
-    assert usage.ru_maxrss < 200 * 1024, usage.ru_maxrss
+    # orch's peak memory (KiB) stays far below the output's size...
+    assert 0 < peak[0] < 128 * 1024, peak[0]  # half the output; about 30 MiB seen
     # ...and it kept none of it on disk.
     after = sum(p.stat().st_size for p in orch_home.rglob("*") if p.is_file())
     assert after - before < 1024 * 1024

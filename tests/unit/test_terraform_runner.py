@@ -105,6 +105,34 @@ def test_environment_passes_through(clean_env, monkeypatch):
     assert env["AWS_PROFILE"] == "research" and env["TF_VAR_x"] == "1"
 
 
+def test_init_holds_the_plugin_cache_lock_and_plan_does_not(clean_env, monkeypatch, tmp_path):
+    """Concurrent installs into one plugin cache race (Terraform does not lock it): `init` runs
+    while orch holds an exclusive flock on the cache directory; other commands run without it.
+    A stand-in Terraform tries the lock itself (`flock -n`) and reports what it found."""
+    require(shutil.which("flock"), "flock (util-linux)")
+    fake = tmp_path / "terraform"
+    fake.write_text(
+        '#!/bin/sh\nif flock -n "$TF_PLUGIN_CACHE_DIR" true; then echo free; else echo held; fi\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("ORCH_TERRAFORM", str(fake))
+    directory = tmp_path / "root"
+    directory.mkdir()
+    seen: list[str] = []
+    real_run = Terraform.run
+
+    def recording_run(self: Terraform, args: list[str], **kw: object) -> runner.RunResult:
+        result = real_run(self, args, **kw)  # type: ignore[arg-type]
+        seen.append(f"{args[0]}:{result.stdout.strip()}")
+        return result
+
+    monkeypatch.setattr(Terraform, "run", recording_run)
+    tf = Terraform(directory)
+    tf.init()
+    tf.run(["plan"])
+    assert seen == ["init:held", "plan:free"]
+
+
 # ------------------------------------------------------------------------------ events
 
 
