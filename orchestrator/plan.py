@@ -23,8 +23,9 @@ Candidate (one row of the ranking):
   "image": {"ssm_parameter": "/aws/service/deeplearning/ami/..."} | {"name_regex": "...",
             "owners": "system"} | {"id": "ami-..."},
   "root_volume_gib": 150, "ssh_user": "ubuntu", "ssh_ingress_cidrs": [],
-  "warnings": ["..."]
-}
+  "warnings": ["..."],
+  "nodes": 1                      # boxes in the cluster (absent in older plans: 1); price_per_hour
+}                                 # is one node's, cost = nodes x price_per_hour x hours
 An empty `ssh_ingress_cidrs` means "the caller's address /32", resolved by `orch up`.
 """
 
@@ -39,6 +40,7 @@ from typing import Any
 from orchestrator.errors import UsageError
 
 SCHEMA = "orch.plan/v1"
+MAX_NODES = 64  # the most boxes one cluster candidate may have (issue 24)
 
 
 @dataclass(slots=True)
@@ -66,12 +68,13 @@ class Candidate:
     price_date: str = ""  # when the price's source was read (catalog or `catalog refresh`)
     tokens_per_s_per_gpu: float | None = None  # decoder-only jobs
     mfu: float | None = None  # decoder-only jobs: model FLOPs utilisation (no recompute)
+    nodes: int = 1  # boxes of this type run as one cluster (issue 24); cost covers all of them
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Candidate:
+    def from_dict(cls, data: dict[str, Any], where: str = "candidate") -> Candidate:
         if not isinstance(data, dict):
             raise UsageError("plan candidate is not an object")
         known = {f.name for f in fields(cls)}
@@ -81,6 +84,12 @@ class Candidate:
         missing = required - set(data)
         if missing:
             raise UsageError(f"plan candidate is missing {', '.join(sorted(missing))}")
+        nodes = data.get("nodes", 1)
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+            shown = repr(nodes)[:40]
+            raise UsageError(
+                f"plan {where}: nodes {shown} is not a whole number from 1 to {MAX_NODES}"
+            )
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
@@ -127,8 +136,11 @@ class Plan:
             return cls(
                 job=dict(data["job"]),
                 estimate=dict(data["estimate"]),
-                choice=Candidate.from_dict(data["choice"]),
-                alternatives=[Candidate.from_dict(c) for c in data.get("alternatives", [])],
+                choice=Candidate.from_dict(data["choice"], "choice"),
+                alternatives=[
+                    Candidate.from_dict(c, f"alternative {i}")
+                    for i, c in enumerate(data.get("alternatives", []), 1)
+                ],
                 created_at=str(data["created_at"]),
                 source=dict(data["source"]) if isinstance(data.get("source"), dict) else {},
             )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import UsageError
-from orchestrator.plan import Candidate, Plan
+from orchestrator.plan import MAX_NODES, Candidate, Plan
 
 MARKETS = ("on-demand", "spot")
 # POSIX portable user names as useradd takes them: nothing ssh could read as an option.
@@ -91,6 +91,9 @@ def validate_candidate(candidate: Candidate, where: str = "candidate") -> None:
     _image(candidate.image, rules, bad)
 
     _text(candidate.gpu, "gpu", bad)
+    nodes = candidate.nodes
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
+        raise bad("nodes", nodes, f"a whole number from 1 to {MAX_NODES}")
     count = candidate.gpu_count
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_GPUS:
         raise bad("gpu_count", count, f"a whole number from 1 to {MAX_GPUS}")
