@@ -97,7 +97,15 @@ def load_gpus() -> dict[str, Gpu]:
             efficiency_source=_source(raw.get("efficiency_source"), shared, where),
             nvidia_smi_names=tuple(raw.get("nvidia_smi_names", ())),
             architecture=raw.get("architecture", ""),
+            sustained_tflops={k: float(v) for k, v in raw.get("sustained_tflops", {}).items()},
+            sustained_source=(
+                _source(raw["sustained_source"], shared, where)
+                if "sustained_source" in raw
+                else None
+            ),
         )
+        if gpu.sustained_tflops and gpu.sustained_source is None:
+            raise CatalogError(f"{where}: sustained_tflops needs a sustained_source")
         if gpu.name in gpus:
             raise CatalogError(f"{where}: duplicate GPU name")
         gpus[gpu.name] = gpu

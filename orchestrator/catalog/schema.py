@@ -34,6 +34,10 @@ class Gpu:
     efficiency_source: Source
     nvidia_smi_names: tuple[str, ...] = ()  # names nvidia-smi prints, e.g. "Tesla T4"
     architecture: str = ""  # "Turing", "Volta", "Ampere", "Ada", "Hopper"
+    # Measured dense matmul TFLOPS a power-capped board holds under continuous load, by
+    # precision key, where it is far below `peak_tflops` (T4: 70 W); see `sustained_source`.
+    sustained_tflops: dict[str, float] = field(default_factory=dict)
+    sustained_source: Source | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -494,6 +494,7 @@ def gpu_rate(
     measured = _measured(gpu, key, workload, table)
     if measured is not None:
         return GpuRate(used, peak, min(1.0, measured * factor), "measured", note)
+    cap = _power_cap(gpu, key, workload, table)
     if workload.endswith("-eager"):
         # A class without a run on this GPU: the class's measured ratio to the optimised
         # calibration on the chips that have both, times this GPU's optimised e_max, so a
@@ -502,12 +503,35 @@ def gpu_rate(
         ratio = _class_ratio(key, workload, base, table)
         optimised = gpu_rate(gpu, precision, base, table)
         if ratio is not None and optimised.basis != "prior":
-            efficiency = min(1.0, optimised.efficiency * ratio * factor)
+            efficiency = min(1.0, min(optimised.efficiency * ratio, cap) * factor)
             return GpuRate(used, peak, efficiency, "transferred", note)
     transferred = _from_siblings(gpu, key, workload, table)
     if transferred is not None:
-        return GpuRate(used, peak, min(1.0, transferred * factor), "transferred", note)
-    return GpuRate(used, peak, gpu.efficiency.get(key, 0.3), "prior", note)
+        return GpuRate(used, peak, min(1.0, min(transferred, cap) * factor), "transferred", note)
+    return GpuRate(used, peak, min(gpu.efficiency.get(key, 0.3), cap), "prior", note)
+
+
+def _power_cap(gpu: Gpu, key: str, workload: str, table: Calibration) -> float:
+    """The highest e_max a power-capped GPU can reach without a run of its own (1: no cap).
+
+    A board that cannot hold its boost clock under continuous matrix multiplies (T4: about
+    24 of 65 fp16 TFLOPS at its 70 W limit, gpus.toml `sustained_tflops`) runs a training
+    step's matmuls at that rate, not at its peak. Transferring a rate from GPUs that hold
+    their clocks (`_from_siblings`: peak and bandwidth ratios) does not see that, and gave
+    the T4 more than its sustained matmul rate. Its e_max is therefore at most
+    sustained / peak times the median e_max measured for this workload (a share of each
+    measured GPU's own peak, so the measured GPUs' distance from their peaks is counted
+    again: conservative).
+    """
+    sustained = gpu.sustained_tflops.get(key)
+    if sustained is None or key not in gpu.peak_tflops:
+        return 1.0
+    measured = [
+        e for (_, k, w), e in table.items() if w == workload and k in (key, _TWIN_KEY.get(key))
+    ]
+    if not measured:
+        return sustained / gpu.peak_tflops[key]
+    return sustained / gpu.peak_tflops[key] * _median(measured)
 
 
 def _class_ratio(key: str, workload: str, base: str, table: Calibration) -> float | None:
