@@ -11,9 +11,16 @@ from orchestrator.sizing.architectures.shapes import ConfigError
 
 
 def cfg_get(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    for key in keys:
-        if key in cfg and cfg[key] is not None:
-            return cfg[key]
+    """The value of the first of `keys` (one setting under transformers' spellings) that the
+    config sets; `default` where none is set, and without a default a ConfigError naming every
+    spelling. Two spellings that disagree are refused: which one transformers reads depends
+    on the version (its `attribute_map`s), so either could be wrong."""
+    found = {key: cfg[key] for key in keys if cfg.get(key) is not None}
+    if len({repr(value) for value in found.values()}) > 1:
+        values = ", ".join(f"{key} = {value!r}" for key, value in found.items())
+        raise ConfigError(f"config sets one value under two spellings that disagree: {values}")
+    if found:
+        return next(iter(found.values()))
     if default is not None:
         return default
     raise ConfigError(f"missing {' / '.join(keys)}")
@@ -36,6 +43,17 @@ def cfg_float(cfg: dict[str, Any], *keys: str, default: float = 0.0) -> float:
                 raise ConfigError(f"{key} must be a number, got {value!r}")
             return float(value)
     return default
+
+
+def cfg_bool(cfg: dict[str, Any], key: str, default: bool) -> bool:
+    """A boolean key; absent or null means transformers' class default for the family (an
+    explicit null used to read as False)."""
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    return value
 
 
 def positive(name: str, value: int) -> int:
@@ -140,7 +158,7 @@ def read_dims(cfg: dict[str, Any], keys: FamilyKeys) -> Dims:
         hidden_dropout=cfg_float(cfg, *keys.hidden_dropout, default=keys.dropout_default),
         attn_dropout=cfg_float(cfg, *keys.attn_dropout, default=keys.dropout_default),
         types=cfg_int(cfg, "type_vocab_size", default=2) if keys.type_vocab else 0,
-        tied=bool(cfg.get("tie_word_embeddings", keys.tied_default)),
+        tied=cfg_bool(cfg, "tie_word_embeddings", default=keys.tied_default),
     )
 
 

@@ -60,7 +60,7 @@ DECODER_KEYS = {
     ),
     "gpt_neox": FamilyKeys(hidden_dropout=("hidden_dropout",), attn_dropout=("attention_dropout",)),
     "llama": FamilyKeys(
-        kv_heads=("num_key_value_heads",),
+        kv_heads=("num_key_value_heads", "num_kv_heads"),
         activation_default="silu",
         hidden_dropout=(),
         attn_dropout=("attention_dropout",),
@@ -163,7 +163,9 @@ class LlamaTraits:
     qkv_bias: bool = False  # q/k/v biases whatever `attention_bias` says (Qwen2)
     qk_norm: str = "none"  # see Stack.qk_norm
     post_norms: bool = False  # Gemma 2/3: four norms per layer
-    moe: str = "none"  # "mixtral" (num_local_experts) | "qwen" (num_experts, shared expert)
+    # "mixtral" (num_local_experts) | "qwen" (Qwen2-MoE: shared expert) | "qwen3" (none) |
+    # "deepseek" (routed + shared experts, first dense layers)
+    moe: str = "none"
     fused: bool = False  # Phi-3: one qkv_proj and one gate_up_proj (same weights, fused)
     mla: bool = False  # DeepSeek-V2: multi-head latent attention
 
@@ -180,12 +182,12 @@ LLAMA_TRAITS = {
     "phi3": LlamaTraits(fused=True),
     "mixtral": LlamaTraits(moe="mixtral"),
     "qwen2_moe": LlamaTraits(qkv_bias=True, moe="qwen"),
-    "qwen3_moe": LlamaTraits(qk_norm="head", moe="qwen"),
+    "qwen3_moe": LlamaTraits(qk_norm="head", moe="qwen3"),
     "deepseek_v2": LlamaTraits(moe="deepseek", mla=True),
     "deepseek_v3": LlamaTraits(moe="deepseek", mla=True),  # sigmoid router: same shapes
 }
 _LLAMA = FamilyKeys(
-    kv_heads=("num_key_value_heads",),
+    kv_heads=("num_key_value_heads", "num_kv_heads"),
     activation_default="silu",
     hidden_dropout=(),
     attn_dropout=("attention_dropout",),
@@ -201,6 +203,14 @@ for _family in LLAMA_TRAITS:
     DECODER_KEYS[_family] = _GEMMA if _family.startswith("gemma") else _LLAMA
 
 
+# Experts per token under every spelling transformers' configs use (attribute_maps:
+# HunYuan-MoE and LongCat store `moe_topk`, Kimi maps `num_experts_per_token`). Never `top_k`:
+# configs written by transformers 4.x carry the sampling parameter `top_k` (50 by default).
+# No default: transformers' own differ by family (Mixtral 2, Qwen2-MoE 4, Qwen3-MoE 8) and
+# DeepseekV2Config's is None.
+TOP_K_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk")
+
+
 def _moe_weights(cfg: dict[str, Any], d: Dims, kind: str) -> tuple[list[WeightGroup], MoE]:
     """Expert weights as transformers stores them (one 3-D gate_up and down tensor per layer),
     the router, the shared expert; and the layers that stay dense."""
@@ -213,20 +223,24 @@ def _moe_weights(cfg: dict[str, Any], d: Dims, kind: str) -> tuple[list[WeightGr
     elif kind == "deepseek":  # shared experts are one gated MLP of n_shared x the width
         experts = cfg_int(cfg, "n_routed_experts", "num_experts", "num_local_experts")
         width = cfg_int(cfg, "moe_intermediate_size")
-        shared = width * cfg_int(cfg, "n_shared_experts", default=0)
-        first = cfg_int(cfg, "first_k_dense_replace", default=0)
+        # No default for either: DeepSeek-V2 and V3 differ (transformers 5's default configs,
+        # tests/fixtures/hf_configs_v5: 2 / 1 shared experts, 0 / 1 leading dense layers).
+        shared = width * cfg_int(cfg, "n_shared_experts", "num_shared_experts")
+        first = cfg_int(cfg, "first_k_dense_replace")
         freq = cfg_int(cfg, "moe_layer_freq", default=1) or 1
         sparse_layers = sum(1 for i in range(d.layers) if i >= first and i % freq == 0)
     else:
         experts = cfg_int(cfg, "num_experts", "num_local_experts")
         width = cfg_int(cfg, "moe_intermediate_size")
-        shared = cfg_int(cfg, "shared_expert_intermediate_size", default=0)
+        # Qwen2-MoE always builds its shared expert (transformers' default width 5632): a
+        # config without the width is refused, not sized without it. Qwen3-MoE has none.
+        shared = cfg_int(cfg, "shared_expert_intermediate_size") if kind == "qwen" else 0
         step = cfg_int(cfg, "decoder_sparse_step", default=1) or 1
         dense_only = set(cfg.get("mlp_only_layers") or [])
         sparse_layers = sum(
             1 for i in range(d.layers) if i not in dense_only and experts and (i + 1) % step == 0
         )
-    top_k = positive("num_experts_per_tok", cfg_int(cfg, "num_experts_per_tok", default=2))
+    top_k = positive("num_experts_per_tok", cfg_int(cfg, *TOP_K_KEYS))
     if experts < top_k:
         raise ConfigError(f"{top_k} experts per token but only {experts} experts")
     n = sparse_layers
