@@ -233,6 +233,9 @@ class SshTransport:
     ssh_config: str | None = None
     port: int | None = None
     connect_timeout: int = 10
+    # A cluster node without a public address: reached through this transport's box (rank 0)
+    # with the box's own key and known_hosts (see hop_command), not a user's ProxyJump.
+    via: SshTransport | None = None
     _jump: str | None = field(default=None, init=False, repr=False)
     _jump_resolved: bool = field(default=False, init=False, repr=False)
 
@@ -242,7 +245,8 @@ class SshTransport:
 
     @property
     def description(self) -> str:
-        return f"ssh {self.user}@{self.host}"
+        through = f" via {self.via.host}" if self.via is not None else ""
+        return f"ssh {self.user}@{self.host}{through}"
 
     def _config_args(self) -> list[str]:
         return ["-F", self.ssh_config] if self.ssh_config else []
@@ -305,7 +309,18 @@ class SshTransport:
         argv = ["ssh", *self._config_args()]
         if self.port:
             argv += ["-p", str(self.port)]
-        options = {
+        options = self._box_options(connect_timeout)
+        if self.via is not None and hop_log is not None:
+            options["ProxyCommand"] = self.via.hop_command(connect_timeout, hop_log)
+        elif hop_log is not None and (jump := self.jump_host()):
+            # Given first on the command line, ProxyCommand wins over the config's ProxyJump.
+            options["ProxyCommand"] = self.proxy_command(jump, connect_timeout, hop_log)
+        for name, value in options.items():
+            argv += ["-o", f"{name}={value}"]
+        return [*argv, "-l", self.user, "--", self.host, script]
+
+    def _box_options(self, connect_timeout: int) -> dict[str, str]:
+        return {
             "IdentityFile": str(self.key_path),
             "IdentitiesOnly": "yes",
             "UserKnownHostsFile": str(self.known_hosts_path),
@@ -315,13 +330,20 @@ class SshTransport:
             "StrictHostKeyChecking": "accept-new",
             **self._common_options(connect_timeout),
         }
-        jump = self.jump_host() if hop_log is not None else None
-        if jump and hop_log is not None:
-            # Given first on the command line, ProxyCommand wins over the config's ProxyJump.
-            options["ProxyCommand"] = self.proxy_command(jump, connect_timeout, hop_log)
-        for name, value in options.items():
+
+    def hop_command(self, connect_timeout: int, hop_log: Path) -> str:
+        """A ProxyCommand that reaches another host through this box: a cluster's rank 0
+        carrying the traffic of a node without a public address (provision/cluster.py). The
+        hop is ssh to this box with its own key and pinned known_hosts, then `-W` to the
+        target (ssh_config(5) ProxyCommand, %h/%p: the target's HostName and Port)."""
+        argv = ["ssh", *self._config_args(), "-E", str(hop_log)]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        for name, value in self._box_options(connect_timeout).items():
             argv += ["-o", f"{name}={value}"]
-        return [*argv, "-l", self.user, "--", self.host, script]
+        argv += ["-l", self.user]
+        command = " ".join(shlex.quote(_percent_escaped(arg)) for arg in argv)
+        return f"{command} -W '[%h]:%p' -- {shlex.quote(_percent_escaped(self.host))}"
 
     def run(self, script: str, timeout: float, *, on_stdin: bool = False) -> CommandResult:
         """Run `script` on the box. `on_stdin`: the script travels on ssh's stdin, so no
@@ -357,7 +379,7 @@ class SshTransport:
         raise Unreachable(f"{self.description}: {message}")
 
     def _raise_for_hop(self, hop_errors: str) -> None:
-        jump = self.jump_host()
+        jump = f"{self.via.host} (rank 0)" if self.via is not None else self.jump_host()
         message = _last_line(hop_errors)
         if "REMOTE HOST IDENTIFICATION HAS CHANGED" in hop_errors:
             raise HostKeyChanged(

@@ -8,6 +8,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orchestrator.check.untrusted import printable
+from orchestrator.commands.check_cluster import (
+    allreduce_bytes,
+    check_expect_busbw,
+    cluster_check_options,
+    cluster_options_given,
+    is_cluster,
+    print_cluster_report,
+)
 from orchestrator.commands.check_options import (
     DAY_S,
     bounded,
@@ -19,6 +27,7 @@ from orchestrator.commands.duration_type import DURATION, DURATION_OR_ZERO
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 
 if TYPE_CHECKING:
+    from orchestrator.check.cluster import ClusterReport
     from orchestrator.check.verify import CheckReport, Expected
     from orchestrator.check.watch import Sample
     from orchestrator.provision.boxes import Box
@@ -102,9 +111,13 @@ def _expected_from_plan(plan_path: str | None) -> Expected:
 @check_timeout_option()
 @ssh_config_option()
 @via_option()
+@cluster_check_options()
 @click.pass_context
-def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> None:
+def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via, **cluster) -> None:
     """Verify that a box's GPUs (count, model, memory, driver, ECC) match its plan.
+
+    A cluster: every node's GPUs in parallel, then a short all_reduce across the nodes whose
+    bus bandwidth is compared with what the type's network should give (docs/multi-node.md).
 
     \b
     Examples:
@@ -112,9 +125,11 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> Non
       orch check exp1 --via ssm --timeout 300 --json
       orch check exp1 --ssh-config ~/.ssh/orch_config
       orch check --local --plan plan.json
+      orch check cluster1 --allreduce-size 1024
 
     \b
-    Exit codes: 0 match, 3 mismatch (or no driver), 1 unreachable, 2 usage.
+    Exit codes: 0 match, 3 mismatch (or no driver, or a cluster's all_reduce far below its
+    network), 1 unreachable, 2 usage.
     """
     from orchestrator.check.verify import check_box, check_local
 
@@ -123,10 +138,18 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> Non
     if plan_path and not local:
         raise UsageError("--plan goes with --local; a box is checked against its own plan")
     bounded("--timeout", timeout, low=1, high=DAY_S)
+    given = cluster_options_given(cluster)
+    if local and given:
+        raise UsageError(f"{given[0]} goes with a cluster, not --local")
     if local:
         report = check_local(_expected_from_plan(plan_path), timeout=timeout)
     else:
         box = _load_box(name)
+        if is_cluster(box):
+            _check_cluster(ctx, box, as_json, timeout, ssh_config, via, cluster)
+            return
+        if given:
+            raise UsageError(f"{given[0]} goes with a cluster; box {name} has one node")
         report = check_box(box, ssh_config=ssh_config, timeout=timeout, via=via)
         _record(box, report)
     if as_json:
@@ -136,7 +159,29 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via) -> Non
     ctx.exit(report.exit_code)
 
 
-def _record(box: Box, report: CheckReport) -> None:
+def _check_cluster(ctx, box, as_json, timeout, ssh_config, via, cluster) -> None:
+    from orchestrator.check.cluster import check_cluster
+
+    if via != "ssh":
+        raise UsageError(f"a cluster is checked over ssh (its nodes reach each other), not {via}")
+    check_expect_busbw(cluster["expect_busbw"])
+    report = check_cluster(
+        box,
+        ssh_config=ssh_config,
+        timeout=timeout,
+        backend=cluster["backend"] or "nccl",
+        size_bytes=allreduce_bytes(cluster["allreduce_size"]),
+        expect_busbw=cluster["expect_busbw"],
+    )
+    _record(box, report)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        print_cluster_report(report)
+    ctx.exit(report.exit_code)
+
+
+def _record(box: Box, report: CheckReport | ClusterReport) -> None:
     """Keep the report in the box's directory: sizing reads its driver version
     (`--cuda-context-gib box:NAME`). Best effort: a read-only state home loses nothing else."""
     import contextlib
