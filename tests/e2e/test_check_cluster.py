@@ -70,7 +70,7 @@ def save_cluster(servers, name: str):
         directory=directory,
         cloud="aws",
         region="us-east-1",
-        candidate=candidate("g4dn.xlarge", ssh_user=servers[0].user),
+        candidate=candidate("g4dn.xlarge", ssh_user=servers[0].user, nodes=2),
         state="up",
         created_at="2026-01-01T00:00:00Z",
         expires_at=None,

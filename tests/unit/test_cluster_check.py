@@ -269,7 +269,7 @@ def saved(name: str, nodes: list[dict[str, object]] | None) -> None:
         directory=directory,
         cloud="aws",
         region="us-east-1",
-        candidate=candidate("p4d.24xlarge"),
+        candidate=candidate("p4d.24xlarge", nodes=2 if nodes else 1),
         state="up",
         created_at="2026-12-05T08:00:00Z",
         expires_at=None,
