@@ -133,6 +133,21 @@ class NodeOutcome:
     problem: str = ""  # one line, escaped
 
 
+# Asked of every node before the launch, so that a node without torch is named at once
+# instead of leaving the others waiting in the rendezvous until its timeout.
+_HAS_TORCH = (
+    "command -v torchrun >/dev/null 2>&1 || python3 -c 'import torch' >/dev/null 2>&1 || "
+    f"{{ echo 'torchrun not found and python3 cannot import torch' >&2; exit {EXIT_NO_TORCH}; }}"
+)
+
+
+def preflight(launches: list[NodeLaunch], timeout: float) -> list[NodeOutcome]:
+    """The nodes that cannot run the probe (no torch, no answer), each with why."""
+    with ThreadPoolExecutor(max_workers=len(launches)) as pool:
+        futures = [pool.submit(_run_on, n, _HAS_TORCH, min(timeout, 60.0)) for n in launches]
+        return [o for o in (f.result() for f in futures) if o.exit_code != 0]
+
+
 def free_port(transport: SshTransport, timeout: float) -> int:
     """A free port on node 0, or DEFAULT_PORT when it cannot say."""
     try:
@@ -189,6 +204,10 @@ def run_allreduce(
 ) -> AllreduceRun:
     """Start the probe on every node at once; the result line comes from global rank 0,
     wherever the rendezvous put it."""
+    unable = preflight(launches, settings.timeout_s)
+    if unable:
+        named = "; ".join(f"node {o.index}: {o.problem or 'failed'}" for o in unable)
+        return AllreduceRun(unable, None, f"the all_reduce cannot start ({named})")
     port = free_port(launches[0].transport, settings.timeout_s)
     endpoint = f"[{rendezvous_ip}]:{port}" if ":" in rendezvous_ip else f"{rendezvous_ip}:{port}"
     run_id = f"orch-check-{secrets.token_hex(6)}"

@@ -193,8 +193,9 @@ def likely_cause(expectation: Expectation, measurement: Measurement) -> str:
             "(NCCL_DEBUG=INFO shows 'Using network AWS Libfabric' when they are)"
         )
     prefix = f"{used}; " if used else ""
+    figure = "the figure given" if expectation.source == "--expect-busbw" else "the type's"
     return (
-        prefix + "the nodes' network is slower than the type's: are they in one cluster "
+        prefix + f"the nodes' network is slower than {figure}: are they in one cluster "
         "placement group, and is another job using the network?"
     )
 

@@ -143,3 +143,21 @@ def test_a_node_whose_gpus_do_not_match_is_named(nodes, orch_home):
     failed = {c["name"] for c in report["nodes"][1]["report"]["checks"] if not c["ok"]}
     assert "gpu_model" in failed
     assert report["allreduce"]["skipped"] == "node(s) 1 failed the GPU check"
+
+
+def test_a_node_without_torch_is_named_before_any_launch(nodes, orch_home, tmp_path):
+    servers, config = nodes
+    for server in servers:
+        server.serve("t4")
+    home = tmp_path / "home1"
+    # Node 1's PATH without this venv: no torchrun, and the system python3 has no torch.
+    path = f"{servers[1].bin_dir}:/usr/local/bin:/usr/bin:/bin"
+    sshbox.set_box_environment(servers[1], home, {"PATH": path})
+    try:
+        save_cluster(servers, "notorch")
+        result = check("notorch", config, "--expect-busbw", "0.0001")
+    finally:
+        sshbox.set_box_environment(servers[1], home)
+    assert result.returncode == 1, result.stderr + result.stdout
+    assert "node 1: torchrun not found and python3 cannot import torch" in result.stderr
+    assert "node 0:" not in result.stderr  # node 0 has torch
