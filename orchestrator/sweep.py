@@ -40,6 +40,8 @@ KIND_ORDER = {
     "vpc": 4,
     "instance_profile": 5,
     "iam_role": 6,
+    "ram_role": 7,
+    "ram_policy": 8,
 }
 
 Resource = TaggedResource  # what the sweeper groups: the clouds' own value type

@@ -207,11 +207,44 @@ def client_config(endpoint: str):  # noqa: ANN201 - a botocore Config
         return Config(**options)
 
 
-class Boto3Store:
-    """The bucket through boto3."""
+def role_credential_provider(spec: dict):  # noqa: ANN201 - a botocore CredentialProvider
+    """A botocore credential provider for the box's role as `spec`'s metadata serves it (the
+    instance RAM role on Aliyun, which boto3's own chain does not know), refreshed before it
+    expires (box_s3.CredentialChain reads it)."""
+    from botocore.credentials import CredentialProvider, RefreshableCredentials
 
-    def __init__(self, bucket: str) -> None:
+    base = os.environ.get("ORCH_AGENT_METADATA_URL", "").strip() or None
+    chain = box_s3.CredentialChain(box_s3.MetadataSession(spec, base), {})
+
+    def fetch() -> dict:
+        found = chain.get(force=True)
+        expires = found.expires or time.time() + 3600
+        return {
+            "access_key": found.key,
+            "secret_key": found.secret,
+            "token": found.token,
+            "expiry_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
+        }
+
+    class RoleProvider(CredentialProvider):
+        METHOD = "instance-role-metadata"
+
+        def load(self):  # noqa: ANN202 - botocore's interface
+            try:
+                return RefreshableCredentials.create_from_metadata(fetch(), fetch, self.METHOD)
+            except StoreError:
+                return None  # no role: the rest of boto3's chain decides
+
+    return RoleProvider()
+
+
+class Boto3Store:
+    """The bucket through boto3. With `role_spec` (Aliyun), boto3's credential chain reads the
+    box's role from that cloud's metadata right after the environment's keys."""
+
+    def __init__(self, bucket: str, role_spec: dict | None = None) -> None:
         import boto3
+        import botocore.session
         from botocore.exceptions import BotoCoreError, ClientError
 
         self.bucket = bucket
@@ -221,8 +254,12 @@ class Boto3Store:
         kwargs = {"config": client_config(endpoint)}
         if endpoint:
             kwargs["endpoint_url"] = endpoint
+        core = botocore.session.get_session()
+        if role_spec is not None:
+            resolver = core.get_component("credential_provider")
+            resolver.insert_after("env", role_credential_provider(role_spec))
         try:
-            self.client = boto3.client("s3", **kwargs)
+            self.client = boto3.Session(botocore_session=core).client("s3", **kwargs)
         except self.errors as exc:
             raise StoreError("cannot make an S3 client: " + one_line(exc)) from exc
 
@@ -394,7 +431,8 @@ def open_store(bucket: str, cloud: str = "aws"):  # noqa: ANN201 - an S3Store, B
         except ImportError:
             choice = "cli"
         else:
-            return Boto3Store(bucket)
+            # boto3 finds an EC2 instance profile by itself; an ECS RAM role it needs shown.
+            return Boto3Store(bucket, CLOUDS[cloud] if cloud == "aliyun" else None)
     aws = shutil.which("aws")
     if aws is None:
         raise NoClient(

@@ -257,6 +257,7 @@ def aliyun(tmp_path: Path):
     env.update(
         ALIBABA_CLOUD_ENDPOINT_ECS=emulator.endpoint,
         ALIBABA_CLOUD_ENDPOINT_VPC=emulator.endpoint,
+        ALIBABA_CLOUD_ENDPOINT_RAM=emulator.endpoint,
         ALIBABA_CLOUD_ACCESS_KEY_ID="test",
         ALIBABA_CLOUD_ACCESS_KEY_SECRET="test",
         ORCH_HOME=str(tmp_path / "orch-home"),

@@ -4,6 +4,7 @@ Then point the SDKs and the test provider at it:
 
     export ALIBABA_CLOUD_ENDPOINT_ECS=http://127.0.0.1:8950
     export ALIBABA_CLOUD_ENDPOINT_VPC=http://127.0.0.1:8950
+    export ALIBABA_CLOUD_ENDPOINT_RAM=http://127.0.0.1:8950
     export ALIBABA_CLOUD_ACCESS_KEY_ID=test ALIBABA_CLOUD_ACCESS_KEY_SECRET=test
 """
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"aliyun emulator (ECS + VPC) listening on {server.endpoint}", flush=True)
     print(f"  export ALIBABA_CLOUD_ENDPOINT_ECS={server.endpoint}", flush=True)
     print(f"  export ALIBABA_CLOUD_ENDPOINT_VPC={server.endpoint}", flush=True)
+    print(f"  export ALIBABA_CLOUD_ENDPOINT_RAM={server.endpoint}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -9,6 +9,15 @@ profile on the instance: no credentials (the metadata stand-in answers 404), so 
 Terraform launched without one cannot reach its checkpoints.
 
     metadata.aws_identity = MotoInstanceIdentity(endpoint, "us-east-1", "run-spot")
+
+ECS does the same for an instance RAM role at ram/security-credentials/ROLE: STS credentials of
+the role, assumed by the ECS service
+(https://www.alibabacloud.com/help/en/ecs/user-guide/attach-an-instance-ram-role-to-an-ecs-instance).
+`EmulatorInstanceIdentity` asks the Aliyun emulator (tests/sim/aliyun) for the newest running
+instance of a box, its RAM role (AttachInstanceRamRole), and the role's AssumeRole answer; no
+role, or one ECS may not assume: no credentials.
+
+    metadata.aliyun_identity = EmulatorInstanceIdentity(emulator.backend, "run-spot")
 """
 
 from __future__ import annotations
@@ -76,3 +85,47 @@ class MotoInstanceIdentity:
             "Token": credentials["SessionToken"],
             "Expiration": credentials["Expiration"].strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
+
+
+class EmulatorInstanceIdentity:
+    """A callable for MetadataService.aliyun_identity: (role name, credentials) or None."""
+
+    def __init__(self, backend: Any, box: str) -> None:
+        self.backend = backend
+        self.box = box
+        self.issued: list[tuple[str, str]] = []  # (instance id, role name) per AssumeRole
+        self._cache: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+
+    def instance_id(self) -> str | None:
+        with self.backend.lock:
+            now = self.backend.now()
+            found = [
+                i
+                for i in self.backend.instances.values()
+                if i.tags.get("orch:box") == self.box and i.status(now) == "Running"
+            ]
+            return max(found, key=lambda i: i.created_at).id if found else None
+
+    def __call__(self) -> tuple[str, dict[str, str]] | None:
+        from tests.sim.aliyun.ram_responses import instance_credentials
+
+        instance_id = self.instance_id()
+        if instance_id is None:
+            return None
+        with self.backend.lock:
+            role = self.backend.instances[instance_id].ram_role_name
+            key = (instance_id, role)
+            if key not in self._cache:
+                found = instance_credentials(self.backend, instance_id)
+                if found is None:
+                    return None
+                self.issued.append((instance_id, found[0]))
+                self._cache[key] = (
+                    found[0],
+                    {
+                        "Code": "Success",
+                        "LastUpdated": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        **found[1],
+                    },
+                )
+            return self._cache[key]

@@ -225,3 +225,28 @@ def test_urls_follow_the_addressing_rules(md):
 def test_the_module_file_is_what_the_box_gets() -> None:
     shipped = Path(box_s3.__file__)
     assert shipped.name == "box_s3.py" and shipped.with_name("agent.py").exists()
+
+
+def test_boto3_on_aliyun_takes_the_ram_role_from_the_metadata(
+    moto_url, md, s3, bucket, monkeypatch
+):
+    """The OSS path (boto3) reads the instance RAM role too: no keys in the environment."""
+    from orchestrator.run.agent import Boto3Store
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("ORCH_STORE_ENDPOINT", moto_url)
+    monkeypatch.setenv("ORCH_AGENT_METADATA_URL", md.url)
+    with pytest.raises(box_s3.StoreError, match="credentials"):  # no role: boto3 finds nothing
+        Boto3Store(bucket, CLOUDS["aliyun"]).put_bytes("x", b"1")
+    md.aliyun_identity = lambda: ("OrchBoxRole", {**role_credentials(), "SecurityToken": "sts"})
+    store = Boto3Store(bucket, CLOUDS["aliyun"])
+    store.put_bytes("from-role", b"1")
+    assert s3.get_object(Bucket=bucket, Key="from-role")["Body"].read() == b"1"
+    assert "/latest/meta-data/ram/security-credentials/OrchBoxRole" in md.paths("GET")
+    frozen = store.client._request_signer._credentials.get_frozen_credentials()
+    assert (frozen.access_key, frozen.token) == ("ASIAROLEKEY", "sts")

@@ -1,5 +1,5 @@
-"""Aliyun: delete what a box left (instances, key pairs, security groups, vSwitches, VPCs),
-in dependency order, for `down`'s final check and `orch sweep`."""
+"""Aliyun: delete what a box left (instances, key pairs, security groups, vSwitches, VPCs,
+then its RAM role and policy), in dependency order, for `down`'s final check and `orch sweep`."""
 
 from __future__ import annotations
 
@@ -142,3 +142,10 @@ def delete_tagged(region: str, resources: list[TaggedResource]) -> None:
         retry_while_blocked(lambda v=vswitch_id: delete_vswitch(region, v))
     for vpc_id in ids("vpc"):
         retry_while_blocked(lambda v=vpc_id: delete_vpc(region, v))
+    # Identities last: a released instance no longer holds its role.
+    from orchestrator.clouds.aliyun.ram import delete_policy, delete_role
+
+    for name in ids("ram_role"):
+        delete_role(region, name)
+    for name in ids("ram_policy"):
+        delete_policy(region, name)

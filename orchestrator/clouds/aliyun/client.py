@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 ENDPOINT_ENV = "ALIBABA_CLOUD_ENDPOINT_ECS"
 VPC_ENDPOINT_ENV = "ALIBABA_CLOUD_ENDPOINT_VPC"
 VPC_API_VERSION = "2016-04-28"
+RAM_ENDPOINT_ENV = "ALIBABA_CLOUD_ENDPOINT_RAM"
 T = TypeVar("T")
 
 
@@ -65,6 +66,12 @@ def vpc_client(region: str) -> Client:
     """
     endpoint = endpoint_config(VPC_ENDPOINT_ENV) or (f"vpc.{region}.aliyuncs.com", "HTTPS")
     return _client(region, endpoint)
+
+
+def ram_client(region: str) -> Client:
+    """A client for the RAM API (2015-05-01, global: ram.aliyuncs.com, or
+    ALIBABA_CLOUD_ENDPOINT_RAM), for clouds/aliyun/ram.py's generic calls."""
+    return _client(region, endpoint_config(RAM_ENDPOINT_ENV) or ("ram.aliyuncs.com", "HTTPS"))
 
 
 def _client(region: str, override: tuple[str, str] | None) -> Client:

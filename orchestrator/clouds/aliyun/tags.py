@@ -1,5 +1,6 @@
 """Aliyun: list what carries orch's tags (instances, security groups, key pairs, VPCs,
-vSwitches), all pages. ECS resources through the ECS SDK, VPC resources through the VPC API.
+vSwitches, RAM roles and policies), all pages. ECS resources through the ECS SDK, VPC resources
+through the VPC API, RAM ones through the RAM API.
 
 `tags` filters: every given tag must be present (value None: any value).
 """
@@ -164,13 +165,17 @@ def list_tagged_vswitches(region: str, tags: Tags) -> list[TaggedResource]:
 
 
 def list_tagged_resources(region: str, tags: Tags) -> list[TaggedResource]:
-    """Everything above, instances first."""
+    """Everything above, instances first, then the boxes' RAM roles and policies (global, but
+    tagged with their region: clouds/aliyun/ram.py)."""
+    from orchestrator.clouds.aliyun.ram import list_tagged as list_tagged_ram
+
     found = list_tagged_instances(region, tags)
     for lister in (
         list_tagged_security_groups,
         list_tagged_key_pairs,
         list_tagged_vswitches,
         list_tagged_vpcs,
+        list_tagged_ram,
     ):
         found += lister(region, tags)
     return found

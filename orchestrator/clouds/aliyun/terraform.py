@@ -19,6 +19,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orchestrator.clouds.aliyun.identity import identity_vars
 from orchestrator.clouds.aliyun.images import UBUNTU_REGEX
 from orchestrator.clouds.base import BoxRequest
 from orchestrator.errors import UsageError
@@ -148,6 +149,7 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         "zone_id": request.zone,
         # orch:box / orch:owner / orch:expires-at are added by the module from the values above.
         "tags": {**request.tags, **request.orch_tags()},
+        **identity_vars(getattr(request, "identity", None)),
     }
 
 

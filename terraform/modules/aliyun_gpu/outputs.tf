@@ -66,3 +66,8 @@ output "vswitch_id" {
   description = "vSwitch of the instance."
   value       = local.vswitch_id
 }
+
+output "ram_role_name" {
+  description = "The instance RAM role on the box (created or given), or null."
+  value       = local.ram_role
+}

@@ -278,3 +278,47 @@ variable "tags" {
     error_message = "tag keys must not start with aliyun or acs: nor contain http:// or https://; keys and values hold at most 128 characters."
   }
 }
+
+variable "region" {
+  description = "The provider's region, for the orch:region tag of the box's RAM role and policy (RAM is global); null: no such tag."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.region == null || can(regex("^[a-z]{2}-[a-z0-9-]+$", var.region))
+    error_message = "region must look like cn-hangzhou."
+  }
+}
+
+variable "create_ram_role" {
+  description = "Create an instance RAM role for this box alone (only ECS may assume it), allowed only ram_role_oss_prefixes, and attach it to the instance."
+  type        = bool
+  default     = false
+
+  validation {
+    condition     = !(var.create_ram_role && var.ram_role_name != null)
+    error_message = "create_ram_role and ram_role_name exclude each other: create a role, or attach an existing one."
+  }
+}
+
+variable "ram_role_name" {
+  description = "An existing instance RAM role to attach to the instance (created by you; never changed or deleted here)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.ram_role_name == null || can(regex("^[A-Za-z0-9.-]{1,64}$", var.ram_role_name))
+    error_message = "ram_role_name must be 1-64 letters, digits, periods or dashes (RAM's rule for role names)."
+  }
+}
+
+variable "ram_role_oss_prefixes" {
+  description = "\"bucket/prefix\" entries (or a bare bucket) the created role may read, write, delete and list under (checkpoints)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for entry in var.ram_role_oss_prefixes : can(regex("^[a-z0-9][a-z0-9-]{1,61}[a-z0-9](/[^*?\\s]*)?$", entry))])
+    error_message = "each entry is an OSS bucket name (3-63 lower-case letters, digits, dashes), optionally followed by /prefix without * or ?."
+  }
+}

@@ -75,6 +75,7 @@ def emulator_environment(
         ALIBABA_CLOUD_ACCESS_KEY_SECRET="orch-test-secret",
         ALIBABA_CLOUD_ENDPOINT_ECS=endpoint,
         ALIBABA_CLOUD_ENDPOINT_VPC=endpoint,
+        ALIBABA_CLOUD_ENDPOINT_RAM=endpoint,
         # The credentials chain must not wait for an ECS metadata service that is not there.
         ALIBABA_CLOUD_ECS_METADATA_DISABLED="true",
         TF_CLI_CONFIG_FILE=str(cli_config),

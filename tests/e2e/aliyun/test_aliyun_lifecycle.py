@@ -364,3 +364,43 @@ def test_max_price_that_rounds_to_zero_is_refused_before_any_call(
     assert result.stderr.strip().startswith("orch: error: ") and "Traceback" not in result.stderr
     assert len(aliyun.backend.request_log) == before
     assert json.loads(ok(aliyun_orch("list", "--json")).stdout) == []
+
+
+# ------------------------------------------------------------------------ RAM roles (issue 21)
+
+
+def test_an_existing_ram_role_goes_on_the_box_and_down_removes_only_orch_s_roles(
+    aliyun, aliyun_orch, ecs, tmp_path
+) -> None:
+    """`--instance-profile NAME` is the instance RAM role on Aliyun: attached, never deleted.
+    `down` removes what still carries the box's tags afterwards, RAM roles and policies too."""
+    from alibabacloud_ecs20140526 import models
+
+    ram = aliyun.backend.ram
+    trust = json.dumps({"Version": "1", "Statement": [{"Effect": "Allow",
+        "Action": "sts:AssumeRole", "Principal": {"Service": ["ecs.aliyuncs.com"]}}]})  # fmt: skip
+    now = aliyun.backend.now()
+    ram.create_role("team-ckpt.role", trust, "the user's", 3600, now, {})
+    plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge"))
+    ok(aliyun_orch("up", "--plan", plan, "--name", "ramrole", "--ssh-cidr", CIDR, "--no-check",
+                   "--instance-profile", "team-ckpt.role"))  # fmt: skip
+    [instance] = instances(ecs, "ramrole")
+    request = models.DescribeInstanceRamRoleRequest(
+        region_id=REGION, instance_ids=json.dumps([instance.instance_id])
+    )
+    roles = ecs.describe_instance_ram_role(request).body.instance_ram_role_sets
+    assert [r.ram_role_name for r in roles.instance_ram_role_set] == ["team-ckpt.role"]
+
+    # A role and policy of this box that Terraform no longer knows (say, a crashed destroy).
+    tags = {"orch:box": "ramrole", "orch:region": REGION}
+    ram.create_role("orch-ramrole-lost", trust, "", 3600, now, dict(tags))
+    ram.create_policy("orch-ramrole-lost", trust, "", now, dict(tags))
+    ram.attach("orch-ramrole-lost", "Custom", "orch-ramrole-lost")
+    ok(aliyun_orch("down", "ramrole"))
+    assert leftovers(ecs) == {}
+    assert ram.summary() == {"roles": ["team-ckpt.role"], "policies": [], "attachments": []}
+
+    bad = aliyun_orch("up", "--plan", plan, "--name", "ramrole2", "--ssh-cidr", CIDR,
+                      "--no-check", "--instance-profile", "no_underscores")  # fmt: skip
+    assert bad.returncode == 2 and "no RAM role name" in bad.stderr, bad.stderr
+    assert instances(ecs, "ramrole2") == []

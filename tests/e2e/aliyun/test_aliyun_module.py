@@ -48,6 +48,11 @@ module "box" {
   root_volume_type     = try(var.box.root_volume_type, "cloud_essd")
   auto_release_time    = try(var.box.auto_release_time, null)
   zone_id              = try(var.box.zone_id, null)
+
+  region                = "cn-hangzhou"
+  create_ram_role       = try(var.box.create_ram_role, false)
+  ram_role_name         = try(var.box.ram_role_name, null)
+  ram_role_oss_prefixes = try(var.box.ram_role_oss_prefixes, [])
 }
 """
 
@@ -165,6 +170,10 @@ def test_a_type_no_zone_offers_fails_with_the_no_stock_code(plan):
         ({"root_volume_type": "cloud"}, "root_volume_type must be one of"),
         ({"auto_release_time": "2026-12-02T21:00:30Z"}, "whole minute"),
         ({"name": "Bad_Name"}, "name must start with a lower-case letter"),
+        ({"create_ram_role": True, "ram_role_name": "mine"}, "exclude each other"),
+        ({"ram_role_name": "bad_role"}, "RAM's rule for role names"),
+        ({"ram_role_oss_prefixes": ["my.bucket/runs"]}, "an OSS bucket name"),
+        ({"ram_role_oss_prefixes": ["ckpt/runs/*"]}, "without * or ?"),
     ],
 )
 def test_invalid_inputs_are_refused_before_anything_is_created(aliyun, plan, box, message):
@@ -172,6 +181,41 @@ def test_invalid_inputs_are_refused_before_anything_is_created(aliyun, plan, box
     assert result.returncode == 1
     assert message in " ".join(result.stderr.split()), result.stderr
     assert aliyun.backend.resource_count() == 0
+
+
+def test_a_created_ram_role_may_only_touch_the_checkpoint_prefix(plan, workdir, aliyun_env):
+    result = plan(create_ram_role=True, ram_role_oss_prefixes=["ckpt-bucket/runs/r1"])
+    assert result.returncode == 0, result.stderr
+    after = planned(workdir, aliyun_env)
+    role = after["module.box.alicloud_ram_role.this[0]"]
+    assert role["role_name"].startswith("orch-m1-") and role["tags"]["orch:region"] == "cn-hangzhou"
+    assert json.loads(role["assume_role_policy_document"])["Statement"] == [
+        {"Effect": "Allow", "Action": "sts:AssumeRole",
+         "Principal": {"Service": ["ecs.aliyuncs.com"]}},
+    ]  # fmt: skip
+    document = json.loads(after["module.box.alicloud_ram_policy.this[0]"]["policy_document"])
+    objects, listing = document["Statement"]
+    assert objects["Resource"] == ["acs:oss:*:*:ckpt-bucket/runs/r1/*"]
+    assert "oss:PutObject" in objects["Action"] and "oss:*" not in objects["Action"]
+    assert listing["Action"] == ["oss:ListObjects"]
+    assert listing["Resource"] == ["acs:oss:*:*:ckpt-bucket"]
+    assert listing["Condition"] == {"StringLike": {"oss:Prefix": ["runs/r1/*"]}}
+    attachment = after["module.box.alicloud_ram_role_policy_attachment.this[0]"]
+    assert attachment["policy_type"] == "Custom"
+    assert "module.box.alicloud_ecs_ram_role_attachment.this[0]" in after
+
+
+def test_an_existing_ram_role_is_attached_and_nothing_is_created(plan, workdir, aliyun_env):
+    result = plan(ram_role_name="my-own.role")
+    assert result.returncode == 0, result.stderr
+    after = planned(workdir, aliyun_env)
+    assert after["module.box.alicloud_ecs_ram_role_attachment.this[0]"]["ram_role_name"] == (
+        "my-own.role"
+    )
+    assert not [k for k in after if "alicloud_ram_" in k]
+    result = plan()
+    assert result.returncode == 0, result.stderr
+    assert not [k for k in planned(workdir, aliyun_env) if "ram_role" in k]  # none by default
 
 
 def test_world_ssh_needs_the_explicit_switch(plan):

@@ -3,9 +3,10 @@
 Real parts: orch as a subprocess, Terraform core, the aliyun_gpu module, the alicloud test
 provider against the ECS/VPC emulator; the box's SSH served by a real sshd on loopback (every
 address routed to it by ORCH_SSH_CONFIG), real rsync; the checkpoint agent on the "box" speaking
-S3 to the session's moto server as the S3-compatible store (ORCH_STORE_ENDPOINT, as for OSS);
-the spot notice from the metadata stand-in (tests/sim/metadata.py, Aliyun's security hardening
-mode). Modelled on tests/e2e/test_run.py's AWS scenarios.
+S3 to the session's moto server as the S3-compatible store (ORCH_STORE_ENDPOINT, as for OSS),
+with the STS credentials of the box's instance RAM role (the emulator's RAM and STS) served by
+the metadata stand-in, which also gives the spot notice (tests/sim/metadata.py, Aliyun's
+security hardening mode). Modelled on tests/e2e/test_run.py's AWS scenarios.
 """
 
 from __future__ import annotations
@@ -131,20 +132,22 @@ def released(aliyun: Any, instance_id: str) -> bool:
 def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     aliyun, aliyun_env, aliyun_orch_process, ecs, oss, moto_server, box_server, tmp_path, stop_now
 ):
+    from tests.sim.identity import EmulatorInstanceIdentity
     from tests.sim.metadata import MetadataService
 
     empty_bucket(oss, BUCKET)
     with MetadataService() as metadata:
-        # What a real box has: credentials for the bucket (its RAM role's, here moto's), the
-        # store's endpoint, and the metadata service the spot notice comes from.
+        # What a real box has: the store's endpoint and the metadata service, which serves the
+        # spot notice and the STS credentials of the instance RAM role Terraform attached (no
+        # keys in its environment: without the role, no checkpoint reaches the bucket).
+        identity = EmulatorInstanceIdentity(aliyun.backend, "run-spot")
+        metadata.aliyun_identity = identity
         home = route_to_box(
             aliyun_env,
             box_server,
             tmp_path,
             {
                 "ORCH_STORE_ENDPOINT": moto_server,
-                "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_DEFAULT_REGION": REGION,
                 "ORCH_AGENT_METADATA_URL": metadata.url,
             },
@@ -206,8 +209,15 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     assert [line for line in out.lines if line.startswith("attempt=")][0].startswith(
         "attempt=1 resumed=0"
     )
-    # Both boxes are gone, with their networks, groups and key pairs.
+    # Both boxes are gone, with their networks, groups and key pairs, and their RAM roles.
     assert instances(ecs, "run-spot") == [] and leftovers(ecs) == {}
+    # Each box read its own role's credentials from the metadata (one role per box, created
+    # for it: a checkpoint reached the bucket only through them), and down removed both roles
+    # and policies.
+    assert len({instance for instance, _ in identity.issued}) == 2
+    roles = {role for _, role in identity.issued}
+    assert len(roles) == 2 and all(role.startswith("orch-run-spot-") for role in roles)
+    assert aliyun.backend.ram.summary() == {"roles": [], "policies": [], "attachments": []}
 
 
 def test_run_exit_status_is_the_command_s_and_the_box_is_gone(

@@ -5,7 +5,8 @@ The real provider sends flat parameter maps (`request["SystemDisk.Category"] = .
 the ECS SDK client's generic `call_api` (alibabacloud-ecs20140526 inherits it from
 alibabacloud-tea-openapi), with API version 2014-05-26 for ECS and 2016-04-28 for VPC.
 
-Endpoints: ALIBABA_CLOUD_ENDPOINT_ECS / ALIBABA_CLOUD_ENDPOINT_VPC, as in the real provider
+RAM calls (2015-05-01) take no RegionId and go to ram.aliyuncs.com.
+Endpoints: ALIBABA_CLOUD_ENDPOINT_ECS / _VPC / _RAM, as in the real provider
 (connectivity.loadEndpoint); `http://host:port` selects plain HTTP for the local emulator.
 """
 
@@ -17,7 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-VERSIONS = {"ecs": "2014-05-26", "vpc": "2016-04-28"}
+VERSIONS = {"ecs": "2014-05-26", "vpc": "2016-04-28", "ram": "2015-05-01"}
+# RAM is global: one endpoint for every region (connectivity's endpoint table).
+GLOBAL_ENDPOINTS = {"ram": "ram.aliyuncs.com"}
 
 
 class ApiError(Exception):
@@ -32,7 +35,7 @@ def _endpoint(product: str, region: str) -> tuple[str, str]:
     if not raw and product == "vpc":
         raw = os.environ.get("ALIBABA_CLOUD_ENDPOINT_ECS", "").strip()
     if not raw:
-        return f"{product}.{region}.aliyuncs.com", "HTTPS"
+        return GLOBAL_ENDPOINTS.get(product, f"{product}.{region}.aliyuncs.com"), "HTTPS"
     match = re.fullmatch(r"(?:(https?)://)?([^/\s]+)/?", raw)
     if not match:
         raise ApiError("InvalidEndpoint", f"cannot parse endpoint {raw!r}", "configure")
@@ -86,7 +89,8 @@ class AliyunClient:
             req_body_type="formData",
             body_type="json",
         )
-        query = {"RegionId": self.region, **{k: v for k, v in request.items() if v is not None}}
+        region = {} if product in GLOBAL_ENDPOINTS else {"RegionId": self.region}
+        query = {**region, **{k: v for k, v in request.items() if v is not None}}
         query = {k: _wire(v) for k, v in query.items()}
         try:
             response = self._client(product).call_api(

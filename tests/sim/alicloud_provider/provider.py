@@ -17,6 +17,12 @@ from tests.sim.alicloud_provider.client import AliyunClient
 from tests.sim.alicloud_provider.resources.images import Images
 from tests.sim.alicloud_provider.resources.instance import Instance
 from tests.sim.alicloud_provider.resources.network import Vpc, VSwitch
+from tests.sim.alicloud_provider.resources.ram import (
+    EcsRamRoleAttachment,
+    RamPolicy,
+    RamRole,
+    RamRolePolicyAttachment,
+)
 from tests.sim.alicloud_provider.resources.security import (
     EcsKeyPair,
     SecurityGroup,
@@ -104,4 +110,15 @@ class AlicloudProvider(Provider):
         return [Images, Zones]
 
     def get_resources(self) -> list:
-        return [Vpc, VSwitch, SecurityGroup, SecurityGroupRule, EcsKeyPair, Instance]
+        return [
+            Vpc,
+            VSwitch,
+            SecurityGroup,
+            SecurityGroupRule,
+            EcsKeyPair,
+            Instance,
+            RamRole,
+            RamPolicy,
+            RamRolePolicyAttachment,
+            EcsRamRoleAttachment,
+        ]

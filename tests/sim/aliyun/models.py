@@ -281,6 +281,7 @@ class Instance:
     lock_reasons: list[str] = field(default_factory=list)
     # A reclaimed spot instance: when ECS releases it (metadata instance/spot/termination-time).
     spot_termination_at: datetime | None = None
+    ram_role_name: str = ""  # its instance RAM role (AttachInstanceRamRole), "" for none
 
     def status(self, now: datetime) -> str:
         if self.stopped:
@@ -406,6 +407,9 @@ class AliyunBackend:
             # Ids the cloud released by itself (auto-release, spot reclaim), in that order.
             self.released: list[str] = []
             self.request_log: list[str] = []  # actions, in arrival order
+            from tests.sim.aliyun.ram import RamState  # ram.py imports this module
+
+            self.ram = RamState()  # RAM is global: the account's roles and policies
 
     # ------------------------------------------------------------------ clock and reaping
 
@@ -1279,6 +1283,7 @@ class AliyunBackend:
                 "vpcs": sorted(self.vpcs),
                 "vswitches": sorted(self.vswitches),
                 "released": list(self.released),
+                "ram": self.ram.summary(),
             }
 
     def resource_count(self) -> int:

@@ -1337,9 +1337,12 @@ ACTIONS: dict[str, Handler] = {
 }
 
 
-def dispatch(backend: AliyunBackend, action: str, params: Params) -> dict[str, Any]:
-    """Run one action; the caller turns SimError into an error response."""
-    handler = ACTIONS.get(action)
+def dispatch(
+    backend: AliyunBackend, action: str, params: Params, actions: dict[str, Handler] | None = None
+) -> dict[str, Any]:
+    """Run one action of `actions` (default: ECS and VPC); the caller turns SimError into an
+    error response."""
+    handler = (ACTIONS if actions is None else actions).get(action)
     if handler is None:
         raise SimError(
             "InvalidAction.NotFound",

@@ -31,7 +31,19 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from tests.sim.aliyun.models import AliyunBackend, SimError, fmt_time, new_request_id
-from tests.sim.aliyun.responses import dispatch
+from tests.sim.aliyun.ram_responses import (
+    ECS_ACTIONS,
+    RAM_ACTIONS,
+    RAM_VERSION,
+    STS_ACTIONS,
+    STS_VERSION,
+)
+from tests.sim.aliyun.responses import ACTIONS, Handler, dispatch
+
+# The API version picks the product, as the endpoint host does on the real cloud (ECS and VPC
+# share action names and one table; RAM and STS have their own, e.g. RAM's ListTagResources).
+TABLES: dict[str, dict[str, Handler]] = {RAM_VERSION: RAM_ACTIONS, STS_VERSION: STS_ACTIONS}
+ECS_TABLE = {**ACTIONS, **ECS_ACTIONS}
 
 _CREDENTIAL = re.compile(r"Credential=([^,/\s]+)")
 
@@ -101,7 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
                 raise SimError(
                     "MissingAccessKeyId", "AccessKeyId is mandatory for this action.", 400
                 )
-            payload = dispatch(self.server.backend, action, params)
+            version = self.headers.get("x-acs-version") or params.get("Version") or ""
+            table = TABLES.get(version, ECS_TABLE)
+            payload = dispatch(self.server.backend, action, params, table)
         except SimError as error:
             self._error(error)
             return
