@@ -71,17 +71,46 @@ MOE_BACKWARD_OPS = 18
 
 # Dequantising quantised base weights (bitsandbytes Linear4bit / Linear8bitLt under PEFT): each
 # use of a frozen weight (forward, the input gradient in backward, the checkpointed recompute)
-# dequantises it to the compute dtype first. Published: Qwen's single-A100-80GB profile
-# (QwenLM/Qwen README "Profiling of Memory and Speed", commit 03cd81f5, read 2026-12-04; CUDA
-# 11.8, PyTorch 2.0, flash attention 2, batch 1, 8 accumulation steps, checkpointing):
-# Qwen-7B Q-LoRA minus LoRA is 1.8, 1.5, 0.7, 1.8, 1.5, 1.0 s per 8 micro-batches at seq
-# 256-8192, Qwen-14B 3.7, 3.9, 3.8, 3.4, 3.1, 2.3 s: a cost per micro-batch that does not grow
-# with the sequence, 0.19 s for 7B and 0.45 s for 14B, i.e. 20 and 24 bytes of memory traffic
-# per quantised weight per use at the A100's 2,039 GB/s (the raw 4-bit read and 16-bit write
-# are 2.5 B: the kernels run well below bandwidth). DEQUANT_BYTES is their mean, and scales
-# with the GPU's bandwidth. Qwen's 4-bit base is GPTQ (its Int4 model), not NF4; no published
-# training figure for LLM.int8 base weights was found, so 8-bit takes the same assumption.
-DEQUANT_BYTES = {"4bit": 22.0, "8bit": 22.0}
+# dequantises it to the compute dtype first, a cost per micro-batch that does not grow with its
+# tokens, modelled as bytes of memory traffic per quantised weight per use at the GPU's
+# bandwidth (the raw NF4 read and 16-bit write are 2.5 B; the kernels run well below that).
+#
+# NF4 (`4bit`): LitGPT's resource tables (LITGPT_RESOURCE_TABLES: LitGPT commit 8641822,
+# NVIDIA A100-SXM4-40GB at 1,555 GB/s, PyTorch 2.1.0, bitsandbytes 0.41.1, read 2026-12-05;
+# finetune/lora.py at micro-batch 1 without checkpointing, so 2 uses per micro-batch; LitGPT
+# quantises every Linear, lm_head included) give minutes per 1,000 micro-batches of LoRA on
+# bf16 weights and on bnb.nf4-dq weights: Llama 2 7B 2.36 -> 3.83, Llama 2 13B 3.19 -> 6.55,
+# i.e. 88 and 202 ms more per micro-batch: 10.4 and 12.2 B per weight per use
+# (`nf4_bytes_per_use`); DEQUANT_BYTES["4bit"] is their mean. The same tables' StableLM-Alpha
+# 3B and phi-1.5 rows give 8.6 and 8.8 B (their weights are not in orch's catalog, so not
+# used). bitsandbytes' later dequantisation kernel (PR #1747, 2025: 1.36-2.07x faster on
+# A100/H100 in its author's tests) is not assumed: the figure errs slow.
+# LLM.int8 (`8bit`): no published training time for LLM.int8 base weights was found; it keeps
+# the earlier prior, Qwen's single-A100-80GB profile of GPTQ 4-bit Q-LoRA against LoRA
+# (QWEN_QLORA_SOURCE, commit 03cd81f5, read 2026-12-04: Qwen-7B 0.19 s and Qwen-14B 0.45 s
+# more per micro-batch, 20 and 24 B per weight per use at 2,039 GB/s; mean 22).
+LITGPT_RESOURCE_TABLES = (
+    "https://github.com/Lightning-AI/litgpt/blob/4839345a97a0a90bc5f2361664b04d665c9a0e89/"
+    "tutorials/resource-tables.md"
+)
+# (model, quantised weights incl. lm_head, minutes per 1k micro-batches: bf16, bnb.nf4-dq)
+LITGPT_NF4_RUNS = (
+    ("llama-2-7b", 6_476_005_376 + 32_000 * 4096, 2.36, 3.83),
+    ("llama-2-13b", 12_687_769_600 + 32_000 * 5120, 3.19, 6.55),
+)
+A100_40GB_BANDWIDTH = 1555e9  # bytes/s (gpus.toml, NVIDIA's A100 datasheet)
+
+
+def nf4_bytes_per_use(weights: float, plain_min: float, nf4_min: float) -> float:
+    """Bytes of bandwidth-equivalent per weight per use of one LitGPT row (2 uses)."""
+    extra_s = (nf4_min - plain_min) * 60 / 1000
+    return extra_s * A100_40GB_BANDWIDTH / (2 * weights)
+
+
+DEQUANT_BYTES = {
+    "4bit": sum(nf4_bytes_per_use(*row[1:]) for row in LITGPT_NF4_RUNS) / len(LITGPT_NF4_RUNS),
+    "8bit": 22.0,
+}
 QWEN_QLORA_SOURCE = (
     "https://github.com/QwenLM/Qwen/blob/03cd81f5e4da6ab60fc8f97f3b8aa1206fdb08a9/README.md"
 )

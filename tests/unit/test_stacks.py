@@ -13,11 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.catalog import load_gpus
 from orchestrator.catalog.interconnect import load_single_gpu_runs
 from orchestrator.errors import UsageError
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.sizing.select import PlanOptions, plan_job, rank
 from orchestrator.sizing.stack_runs import run_job
+from orchestrator.sizing.stacks import (
+    A100_40GB_BANDWIDTH,
+    DEQUANT_BYTES,
+    LITGPT_NF4_RUNS,
+    dequant_seconds,
+    quantised_weights,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BOX = PlanOptions(cloud="aws", instance_type="p5en.48xlarge", headroom=1.0)  # 8 x H200
@@ -130,6 +139,25 @@ def test_quantised_base_weights_cost_dequantisation() -> None:
     slower_gc = rate(lora) / rate(replace(lora, quantize="4bit"))
     slower = rate(plain) / rate(replace(plain, quantize="4bit"))
     assert slower_gc > slower > 1
+
+
+@pytest.mark.parametrize(("model", "weights", "plain_min", "nf4_min"), LITGPT_NF4_RUNS)
+def test_nf4_dequantisation_reproduces_litgpts_measured_cost(
+    model: str, weights: int, plain_min: float, nf4_min: float
+) -> None:
+    """The NF4 figure is LitGPT's measured A100 cost of bnb.nf4-dq over bf16 LoRA: the rows'
+    weight counts are the model's quantised linears plus lm_head (LitGPT quantises it too),
+    and the model gives back each row's extra time within the rows' spread."""
+    arch, _ = resolve_architecture(JobSpec(model=model))
+    head = next(w for w in arch.weights if w.name == "lm_head")
+    assert weights == quantised_weights(arch) + head.shape[0] * head.shape[1]
+    a100 = load_gpus()["A100-40GB"]
+    assert a100.memory_bandwidth_gbps * 1e9 == A100_40GB_BANDWIDTH
+    job = JobSpec(model=model, batch=1, seq=1304, precision="bf16", lora_rank=8, quantize="4bit")
+    measured = (nf4_min - plain_min) * 60 / 1000  # s per micro-batch
+    modelled = dequant_seconds(arch, job, a100) * weights / quantised_weights(arch)
+    assert modelled == pytest.approx(measured, rel=0.1)
+    assert 2.5 < DEQUANT_BYTES["4bit"] < DEQUANT_BYTES["8bit"]  # below Qwen's GPTQ profile
 
 
 def test_gradient_accumulation_amortises_the_optimizer_step() -> None:
