@@ -73,6 +73,16 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def label(self) -> str:
+        """The instance type, with the node count of a cluster: `2 × p5.48xlarge`."""
+        return f"{self.nodes} × {self.instance_type}" if self.nodes > 1 else self.instance_type
+
+    @property
+    def cluster_price_per_hour(self) -> float | None:
+        """What every node together costs an hour (price_per_hour is one node's)."""
+        return None if self.price_per_hour is None else self.price_per_hour * self.nodes
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "candidate") -> Candidate:
         if not isinstance(data, dict):
@@ -109,6 +119,8 @@ class Plan:
     assumptions: dict[str, Any] = field(default_factory=dict)
     # The job file the plan came from: {"job_file", "sha256", "git_commit", "git_modified"}.
     source: dict[str, Any] = field(default_factory=dict)
+    # The winner's type on 1, 2, 4 and 8 nodes (informational; sizing/select.node_scaling).
+    scaling: list[dict[str, Any]] = field(default_factory=list)
 
     def candidates(self) -> list[Candidate]:
         """The winner then the alternatives: the failover order for `orch up`."""
@@ -126,6 +138,7 @@ class Plan:
             **({"cheaper_if": self.cheaper_if} if self.cheaper_if else {}),
             **({"assumptions": self.assumptions} if self.assumptions else {}),
             **({"source": self.source} if self.source else {}),
+            **({"scaling": self.scaling} if self.scaling else {}),
         }
 
     @classmethod

@@ -23,6 +23,7 @@ from orchestrator.sizing.levers import Lever, cheaper_if
 from orchestrator.sizing.select import (
     SETUP_HOURS,
     Ranking,
+    node_scaling,
     nothing_fits_message,
     plan_from_ranking,
     rank,
@@ -81,6 +82,7 @@ def run_plan(
     levers = cheaper_if(job, options, ranking)
     result.cheaper_if = [lever.to_dict() for lever in levers]
     result.source = job_file_source()
+    result.scaling = node_scaling(job, options, result.choice)
     if output:
         write_plan(result, output)
     if as_json:
@@ -108,11 +110,11 @@ def job_file_source() -> dict[str, Any]:
 
 
 def best_per_type(candidates: list[Candidate]) -> list[Candidate]:
-    """The best-ranked row of each (cloud, instance type, market), in rank order."""
-    seen: set[tuple[str, str, str]] = set()
+    """The best-ranked row of each (cloud, instance type, market, nodes), in rank order."""
+    seen: set[tuple[str, str, str, int]] = set()
     rows = []
     for c in candidates:
-        key = (c.cloud, c.instance_type, c.market)
+        key = (c.cloud, c.instance_type, c.market, c.nodes)
         if key not in seen:
             seen.add(key)
             rows.append(c)
@@ -146,7 +148,7 @@ _mark = mark
 def why_winner(rows: list[Candidate]) -> str:
     win = rows[0]
     text = (
-        f"Winner: {win.instance_type} ({win.cloud} {win.region}, {win.market}): "
+        f"Winner: {win.label} ({win.cloud} {win.region}, {win.market}): "
         f"${win.cost:,.2f} for the job in {win.hours:.1f} h, "
         f"using {win.memory_fraction:.0%} of {win.gpu} memory"
     )
@@ -155,11 +157,11 @@ def why_winner(rows: list[Candidate]) -> str:
         extra = (runner_up.cost - win.cost) / win.cost
         if extra < 0:  # ranked after the winner for its cloud or region (see the clouds: line)
             text += (
-                f"; {runner_up.instance_type} ({runner_up.cloud} {runner_up.region}) costs"
+                f"; {runner_up.label} ({runner_up.cloud} {runner_up.region}) costs"
                 f" {-extra:.0%} less but is ranked after it"
             )
         else:
-            text += f"; next best {runner_up.instance_type} costs {extra:.0%} more"
+            text += f"; next best {runner_up.label} costs {extra:.0%} more"
             if runner_up.hours < win.hours:
                 text += f" but finishes in {runner_up.hours:.1f} h"
     return text + "."

@@ -64,14 +64,16 @@ def ranking_columns(rows: list[Candidate], job: Any) -> list[Column]:
         Column("#", cells(lambda i, c: str(i)), right=True),
         Column("cloud", cells(lambda i, c: c.cloud), drop=4),
         Column("region", cells(lambda i, c: c.region), drop=8),
-        Column("instance", cells(lambda i, c: c.instance_type)),
+        Column("instance", cells(lambda i, c: c.label)),
         Column("GPUs", cells(lambda i, c: f"{c.gpu_count}x{c.gpu}"), drop=7),
         Column("market", cells(lambda i, c: c.market), drop=5),
         Column(
             "$/h",
             cells(
                 lambda i, c: (
-                    "-" if c.price_per_hour is None else f"{c.price_per_hour:.3f}" + mark(c)
+                    "-"
+                    if c.cluster_price_per_hour is None
+                    else f"{c.cluster_price_per_hour:.3f}" + mark(c)
                 )
             ),  # fmt: skip
             right=True,

@@ -24,6 +24,7 @@ from orchestrator.commands.option_spec import (
 )
 from orchestrator.errors import UsageError
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.nodes import parse_nodes
 from orchestrator.sizing.select import PlanOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,6 +41,7 @@ SELECTION_KEYS = (
     "instance_type",
     "gpu",
     "allow_unverified_prices",
+    "nodes",
 )
 
 MAX_PRICE = Option(
@@ -48,6 +50,15 @@ MAX_PRICE = Option(
     "float",
     metavar="USD/h",
     help="Only boxes that cost at most this per hour (the whole instance).",
+)
+
+# Multi-node plans (issue 24). Not on `up`/`run` yet: those read `nodes` from a plan file.
+NODES = Option(
+    ("--nodes",),
+    "nodes",
+    metavar="N|auto",
+    help="Boxes per cluster: exactly N (1-64), or auto (1, 2, 4 or 8, whichever costs the"
+    " job least); default 1. Sharding (--zero 3) spreads memory over every node's GPUs.",
 )
 
 SELECTION_OPTIONS = (
@@ -111,11 +122,12 @@ SELECTION_OPTIONS = (
         help="Let prices marked NOT RE-VERIFIED (no dated source) win under --cloud any;"
         " default: ranked last (a named --cloud ranks its boxes anyway, with a warning).",
     ),
+    NODES,
 )
 
 
 # `orch up` leaves the filter out: there the price a user names is the spot bid.
-UP_SELECTION_OPTIONS = tuple(option for option in SELECTION_OPTIONS if option is not MAX_PRICE)
+UP_SELECTION_OPTIONS = tuple(o for o in SELECTION_OPTIONS if o not in (MAX_PRICE, NODES))
 
 
 def selection_options(func: F) -> F:
@@ -181,4 +193,5 @@ def selection_from_options(job: JobSpec, gpus_given: bool, **kwargs: Any) -> Pla
         instance_type=kwargs.get("instance_type") or None,
         gpu=gpu,
         allow_unverified_prices=bool(kwargs.get("allow_unverified_prices")),
+        nodes=parse_nodes(kwargs.get("nodes")),
     )

@@ -118,7 +118,8 @@ JOB_KEYS = [
 ]
 
 _GPUS = next(o for o in SHAPE_OPTIONS if o.name == "gpus")
-_SELECTION_SKIP = {"throughput", "deadline", "max_price"}
+_SELECTION_SKIP = {"throughput", "deadline", "max_price", "nodes"}
+_NODES = next(o for o in SELECTION_OPTIONS if o.name == "nodes")
 RESOURCE_KEYS = [
     Key(("resources", "gpus"), "gpus", {"type": "integer", "minimum": 1}, _GPUS.help or ""),
     *_from_options("resources", SELECTION_OPTIONS, _SELECTION_SKIP),
@@ -135,6 +136,13 @@ RESOURCE_KEYS = [
         "Spot boxes: the most to pay per hour, USD (up, run).",
     ),
     Key(("resources", "deadline"), "deadline", DURATION, "The job must finish within this."),
+    Key(
+        ("resources", "nodes"),
+        "nodes",
+        {"anyOf": [{"type": "integer", "minimum": 1, "maximum": 64}, {"const": "auto"}]},
+        _NODES.help or "",
+        _as_text,
+    ),
     Key(
         ("resources", "throughput"),
         "throughput",

@@ -45,6 +45,7 @@ class Lever:
             "market": w.market,
             "gpu": w.gpu,
             "gpu_count": w.gpu_count,
+            "nodes": w.nodes,
             "cost": w.cost,
             "hours": w.hours,
             "saving": None if self.saving is None else round(self.saving, 3),
@@ -53,7 +54,7 @@ class Lever:
     def describe(self) -> str:
         w = self.winner
         text = (
-            f"{self.flags}: {w.instance_type} ({w.cloud} {w.region}, {w.market}, "
+            f"{self.flags}: {w.label} ({w.cloud} {w.region}, {w.market}, "
             f"{w.gpu_count}x{w.gpu}) ${w.cost:,.2f} for the job in {w.hours:.1f} h"
         )
         return text if self.saving is None else f"{text}, {self.saving:.0%} less"
@@ -98,6 +99,15 @@ def candidate_levers(job: JobSpec, head: str, nothing_fits: bool) -> list[list[t
     return levers
 
 
+def node_levers(job: JobSpec, options: PlanOptions) -> list[list[tuple[str, dict]]]:
+    """More nodes (issue 24), for a plan of one node: their GPUs share ZeRO-3's shards."""
+    if options.nodes != 1:
+        return []
+    if job.zero >= 3:
+        return [[("--nodes auto", {"nodes": None})]]
+    return [[("--zero 3 --nodes auto", {"zero": 3, "nodes": None})]]
+
+
 def worth_trying(ranking: Ranking, options: PlanOptions) -> bool:
     """Whether a memory lever could beat the winner (or nothing fits)."""
     best = winners(ranking, options)
@@ -122,7 +132,7 @@ def cheaper_if(job: JobSpec, options: PlanOptions, ranking: Ranking, limit: int 
     current = winners(ranking, options)
     base = current[0].cost if current else None
     found: list[Lever] = []
-    for alternatives in candidate_levers(job, head, nothing_fits=base is None):
+    for alternatives in candidate_levers(job, head, base is None) + node_levers(job, options):
         best: Lever | None = None
         for flags, change in alternatives:
             lever = _try(job, options, flags, change, base)
@@ -143,8 +153,11 @@ def cheaper_if(job: JobSpec, options: PlanOptions, ranking: Ranking, limit: int 
 def _try(
     job: JobSpec, options: PlanOptions, flags: str, change: dict[str, Any], base: float | None
 ) -> Lever | None:
+    fields = {k: v for k, v in change.items() if k != "nodes"}
+    if "nodes" in change:  # a selection option, not a field of the job
+        options = replace(options, nodes=change["nodes"])
     try:
-        trial = rank(replace(job, **change), options)
+        trial = rank(replace(job, **fields), options)
     except UsageError:
         return None  # the lever does not apply to this model (e.g. LoRA on a CNN)
     best = winners(trial, options)

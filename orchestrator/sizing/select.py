@@ -22,6 +22,7 @@ from orchestrator.sizing.images import image_for
 from orchestrator.sizing.input_pipeline import decode_ceiling, decodes_images
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
+from orchestrator.sizing.nodes import cluster_rate, internode_seconds, node_counts
 from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.sizing.run_length import DEFAULT_SAMPLES, job_samples
 from orchestrator.sizing.stacks import STACK_TEXT, extra_seconds
@@ -65,6 +66,8 @@ class PlanOptions:
     # Rank prices that no dated authoritative source confirms like the others; by default
     # they never win a plan (--allow-unverified-prices).
     allow_unverified_prices: bool = False
+    # Boxes per cluster: 1 (the default), exactly N, or None for `--nodes auto` (1, 2, 4, 8).
+    nodes: int | None = 1
 
 
 @dataclass(slots=True)
@@ -202,11 +205,12 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     storage_bytes = data_bytes(full.parameters, full.optimizer_bytes, options.dataset_gib)
     speed = _JobSpeed.of(arch, job, full)
 
-    memory: dict[int, MemoryBreakdown] = {}
+    memory: dict[int, MemoryBreakdown] = {}  # by data-parallel GPUs (all nodes' together)
     candidates: list[Candidate] = []
     rejected: dict[str, str] = {}
     blocked: float | None = None
-    for instance in _instances(options):
+    instances = _instances(options)
+    for instance in instances if 1 in node_counts(options.nodes) else ():
         if options.gpus is not None and instance.gpu_count != options.gpus:
             continue
         gpu = gpus[instance.gpu]
@@ -247,6 +251,9 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         tokens, mfu = speed.llm_figures(gpu, used, rate / count)
         fit = Fit(memory[count], needed / capacity, rate, hours, used, tuple(notes), tokens, mfu)
         candidates.extend(_priced_candidates(instance, gpu, options, fit, storage_bytes))
+    if options.nodes != 1:
+        context = _Context(arch, job, options, gpus, speed, samples, storage_bytes, memory)
+        candidates.extend(_cluster_candidates(context, instances, rejected))
 
     allow = options.allow_unverified_prices
     preference = cloud_preference(_clouds(options), region_given=options.region is not None)
@@ -331,15 +338,22 @@ class _JobSpeed:
         )
 
     def samples_per_s(
-        self, gpu: Gpu, count: int, measured: float | None, collectives: Collectives | None
+        self,
+        gpu: Gpu,
+        count: int,
+        measured: float | None,
+        collectives: Collectives | None,
+        shards: int | None = None,
     ) -> float:
+        """One box of `count` GPUs; `shards`: the GPUs ZeRO shards the optimizer step over
+        (all nodes' GPUs in a cluster; default `count`)."""
         job = self.job
         step = job_step(
             self.trainable,
             self.state_bytes,
             job.precision,
             job.zero,
-            count,
+            shards or count,
             job.stack,
             job.grad_accum,
         )
@@ -446,6 +460,152 @@ def _priced_candidates(
             )
 
 
+# --------------------------------------------------------------------- clusters (issue 24)
+
+
+@dataclass(slots=True)
+class _Context:
+    """What evaluating one (instance type, node count) needs, computed once per plan."""
+
+    arch: Architecture
+    job: JobSpec
+    options: PlanOptions
+    gpus: dict[str, Gpu]
+    speed: _JobSpeed
+    samples: int
+    storage_bytes: float
+    memory: dict[int, MemoryBreakdown]  # by data-parallel GPUs, shared with rank()
+
+    @classmethod
+    def of(cls, job: JobSpec, options: PlanOptions) -> _Context:
+        arch, _ = resolve_architecture(job)
+        full = estimate_memory(arch, replace(job, gpus=1, zero=0))
+        storage = data_bytes(full.parameters, full.optimizer_bytes, options.dataset_gib)
+        speed = _JobSpeed.of(arch, job, full)
+        return cls(arch, job, options, load_gpus(), speed, job_samples(job)[0], storage, {})
+
+    def memory_of(self, world: int) -> MemoryBreakdown:
+        if world not in self.memory:
+            self.memory[world] = estimate_memory(self.arch, self.job.with_gpus(world))
+        return self.memory[world]
+
+
+def _cluster_speed(
+    ctx: _Context, instance: InstanceType, gpu: Gpu, nodes: int
+) -> tuple[float, list[str]]:
+    """Samples/s of `nodes` boxes of `instance` (any count, the memory aside) and notes."""
+    from orchestrator.catalog.network import network_of
+
+    job, count = ctx.job, instance.gpu_count
+    memory = ctx.memory_of(count * nodes)
+    measured = ctx.options.throughput.get(gpu.name)
+    collectives = _collectives(instance, memory, job)
+    box = ctx.speed.samples_per_s(gpu, count, measured, collectives, shards=count * nodes)
+    notes: list[str] = []
+    if measured is None and decodes_images(ctx.arch.kind):
+        box, input_note = _input_bound(instance, gpu, box)
+        notes += [input_note] if input_note else []
+    network = network_of(instance.cloud, instance.name)
+    if nodes == 1 or network is None:
+        return box, notes
+    moved = internode_seconds(
+        memory.parameters, memory.trainable_parameters, job.zero, job.precision, nodes, network
+    )
+    rate = cluster_rate(box, count * job.batch, nodes, moved)
+    notes.append(
+        f"{nodes} nodes over {network.fabric.upper()} at {network.gbps:g} Gbps: "
+        f"{rate / (nodes * box):.0%} of {nodes}x one box's speed (inter-node collectives)"
+    )
+    return rate, notes
+
+
+def _cluster_fit(ctx: _Context, instance: InstanceType, gpu: Gpu, nodes: int) -> Fit | str:
+    """How `nodes` boxes of `instance` run the job, or why they cannot."""
+    from orchestrator.catalog.network import network_of
+
+    if network_of(instance.cloud, instance.name) is None:
+        return "no fixed network bandwidth in the catalog: not planned across nodes"
+    count = instance.gpu_count
+    memory = ctx.memory_of(count * nodes)
+    capacity = gpu.memory_gib * GIB
+    if memory.total_bytes > capacity * ctx.options.headroom:
+        return (
+            f"needs {memory.total_bytes / GIB:.1f} GiB per GPU on {nodes} nodes,"
+            f" {gpu.name} has {gpu.memory_gib:g} GiB"
+        )
+    rate, notes = _cluster_speed(ctx, instance, gpu, nodes)
+    hours = ctx.samples / rate / 3600 + SETUP_HOURS
+    deadline = ctx.options.deadline_hours
+    if deadline is not None and hours > deadline:
+        return f"takes {hours:.1f} h on {nodes} nodes, past the deadline"
+    if hours > MAX_JOB_HOURS:
+        return f"takes {hours:,.0f} h, more than a year"
+    used, precision_note = effective_precision(gpu, ctx.job.precision)
+    notes = ([precision_note] if precision_note else []) + notes
+    tokens, mfu = ctx.speed.llm_figures(gpu, used, rate / (count * nodes))
+    fraction = memory.total_bytes / capacity
+    return Fit(memory, fraction, rate, hours, used, tuple(notes), tokens, mfu)
+
+
+def _cluster_candidates(
+    ctx: _Context, instances: list[InstanceType], rejected: dict[str, str]
+) -> list[Candidate]:
+    """Every priced (instance, region, market) at each node count above 1 that fits."""
+    found: list[Candidate] = []
+    for instance in instances:
+        gpu = ctx.gpus[instance.gpu]
+        if (ctx.options.gpus is not None and instance.gpu_count != ctx.options.gpus) or not (
+            gpu_supports(gpu, ctx.job.precision)
+        ):
+            continue
+        for nodes in node_counts(ctx.options.nodes):
+            if nodes == 1:
+                continue
+            fit = _cluster_fit(ctx, instance, gpu, nodes)
+            if isinstance(fit, str):
+                rejected.setdefault(f"{nodes} × {instance.name}", fit)
+                continue
+            for row in _priced_candidates(instance, gpu, ctx.options, fit, ctx.storage_bytes):
+                row.nodes = nodes
+                if row.cost is not None and row.price_per_hour is not None:
+                    row.cost = round(nodes * row.price_per_hour * fit.hours, 2)
+                found.append(row)
+    return found
+
+
+def node_scaling(job: JobSpec, options: PlanOptions, choice: Candidate) -> list[dict[str, object]]:
+    """The winner's type at 1, 2, 4 and 8 nodes in its region and market: per-GPU memory,
+    whether it fits, samples/s, hours and cost for the job (JSON `scaling`)."""
+    from orchestrator.catalog import find_instance
+    from orchestrator.catalog.network import network_of
+    from orchestrator.sizing.nodes import SCALING_NODES
+
+    ctx = _Context.of(job, options)
+    instance = find_instance(choice.cloud, choice.instance_type)
+    gpu = ctx.gpus[instance.gpu]
+    price = instance.price(choice.region, spot=choice.market == "spot")
+    rows: list[dict[str, object]] = []
+    for nodes in SCALING_NODES:
+        memory = ctx.memory_of(instance.gpu_count * nodes)
+        row: dict[str, object] = {
+            "nodes": nodes,
+            "memory_per_gpu_bytes": memory.total_bytes,
+            "fits": memory.total_bytes <= gpu.memory_gib * GIB * options.headroom,
+            "samples_per_s": None,
+            "hours": None,
+            "cost": None,
+        }
+        if nodes > 1 and network_of(instance.cloud, instance.name) is None:
+            rows.append(row)  # no fixed network bandwidth: not planned across nodes
+            continue
+        rate, _ = _cluster_speed(ctx, instance, gpu, nodes)
+        hours = ctx.samples / rate / 3600 + SETUP_HOURS
+        row.update(samples_per_s=significant(rate), hours=round(hours, 3))
+        row["cost"] = None if price is None else round(nodes * price * hours, 2)
+        rows.append(row)
+    return rows
+
+
 def _rank_key(
     c: Candidate, allow_unverified: bool = False
 ) -> tuple[int, int, float, float, str, str]:
@@ -481,8 +641,9 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
 
     priced = winners(ranking, options)
     choice, alternatives = priced[0], priced[1 : 1 + options.alternatives]
-    memory = ranking.memory_by_count[choice.gpu_count]
-    job = ranking.job.with_gpus(choice.gpu_count).to_dict()
+    world = choice.gpu_count * choice.nodes  # the data-parallel GPUs of every node
+    memory = ranking.memory_by_count[world]
+    job = ranking.job.with_gpus(world).to_dict()
     if ranking.samples_assumed:
         job["samples"] = ranking.samples  # what was planned, not null
     return Plan(
@@ -565,8 +726,11 @@ def multi_node_hint(job: JobSpec, options: PlanOptions) -> str | None:
 
     Estimated from the per-GPU memory of ZeRO-3 over all the nodes' GPUs (weights, gradients
     and optimizer states sharded; activations stay per GPU). The fewest nodes win, then the
-    lowest hourly price. orch provisions single boxes, so this is advice, not a plan.
+    lowest hourly price; only types with a fixed network bandwidth (catalog/data/network.toml)
+    are planned across nodes. The hint names the flags that plan it (`--nodes N`).
     """
+    from orchestrator.catalog.network import network_of
+
     arch, _ = resolve_architecture(job)
     gpus = load_gpus()
     by_total: dict[int, int] = {}  # total GPUs -> per-GPU bytes under ZeRO-3
@@ -574,7 +738,7 @@ def multi_node_hint(job: JobSpec, options: PlanOptions) -> str | None:
     for instance in _instances(options):
         gpu = gpus[instance.gpu]
         if (options.gpus is not None and instance.gpu_count != options.gpus) or not (
-            gpu_supports(gpu, job.precision)
+            gpu_supports(gpu, job.precision) and network_of(instance.cloud, instance.name)
         ):
             continue
         hourly = min(
@@ -595,7 +759,8 @@ def multi_node_hint(job: JobSpec, options: PlanOptions) -> str | None:
     if best is None:
         return None
     nodes, _, instance, per_gpu = best
+    flags = f"--nodes {nodes}" + (" --zero 3" if job.zero < 3 else "")
     return (
         f"needs {nodes} × {instance.name} with ZeRO-3 ({nodes * instance.gpu_count} GPUs,"
-        f" {per_gpu / GIB:.1f} GiB per GPU; orch provisions single boxes)"
+        f" {per_gpu / GIB:.1f} GiB per GPU): plan it with {flags}"
     )
