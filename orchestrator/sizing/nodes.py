@@ -11,7 +11,8 @@ Stated assumptions (not measurements; see docs/multi-node.md):
   (reduce-scatter). n is the number of nodes.
 - A collective reaches FABRIC_EFFICIENCY of the network's line rate: 80 % on EFA with
   GPUDirect RDMA, 50 % over TCP (NCCL's socket transport, which copies through host memory
-  and the kernel's TCP stack).
+  and the kernel's TCP stack), and over TCP at most TCP_CEILING_GBPS (50 Gbit/s) whatever the
+  line rate: the socket transport is bound by the CPU threads that copy and checksum.
 - Inter-node collectives overlap with the backward pass only partly: at most
   INTERNODE_OVERLAP (half) of a box's step time hides them (backward is about two thirds of
   a step; the first gradient buckets are not ready early, the last bucket's all-reduce and
@@ -29,6 +30,7 @@ from orchestrator.sizing.throughput import collective_bytes
 AUTO_NODES = (1, 2, 4, 8)  # what --nodes auto considers
 SCALING_NODES = (1, 2, 4, 8)  # the winner's type at these node counts (JSON `scaling`)
 FABRIC_EFFICIENCY = {"efa": 0.8, "tcp": 0.5}
+TCP_CEILING_GBPS = 50.0
 INTERNODE_OVERLAP = 0.5
 
 
@@ -59,7 +61,15 @@ def internode_seconds(
     if nodes <= 1:
         return 0.0
     moved = collective_bytes(parameters, trainable, zero, precision, nodes)
-    return moved / (network.bytes_per_s * FABRIC_EFFICIENCY[network.fabric])
+    return moved / effective_bytes_per_s(network)
+
+
+def effective_bytes_per_s(network: NodeNetwork) -> float:
+    """What a collective reaches on `network`, bytes/s (the stated assumptions above)."""
+    rate = network.bytes_per_s * FABRIC_EFFICIENCY[network.fabric]
+    if network.fabric == "tcp":
+        rate = min(rate, TCP_CEILING_GBPS * 1e9 / 8)
+    return rate
 
 
 def cluster_rate(box_rate: float, samples_per_step: int, nodes: int, internode_s: float) -> float:

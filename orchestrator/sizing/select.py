@@ -204,13 +204,11 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     full = estimate_memory(arch, replace(job, gpus=1, zero=0))
     storage_bytes = data_bytes(full.parameters, full.optimizer_bytes, options.dataset_gib)
     speed = _JobSpeed.of(arch, job, full)
-
     memory: dict[int, MemoryBreakdown] = {}  # by data-parallel GPUs (all nodes' together)
     candidates: list[Candidate] = []
     rejected: dict[str, str] = {}
     blocked: float | None = None
-    instances = _instances(options)
-    for instance in instances if 1 in node_counts(options.nodes) else ():
+    for instance in _instances(options) if 1 in node_counts(options.nodes) else ():
         if options.gpus is not None and instance.gpu_count != options.gpus:
             continue
         gpu = gpus[instance.gpu]
@@ -253,7 +251,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         candidates.extend(_priced_candidates(instance, gpu, options, fit, storage_bytes))
     if options.nodes != 1:
         context = _Context(arch, job, options, gpus, speed, samples, storage_bytes, memory)
-        candidates.extend(_cluster_candidates(context, instances, rejected))
+        candidates.extend(_cluster_candidates(context, rejected))
 
     allow = options.allow_unverified_prices
     preference = cloud_preference(_clouds(options), region_given=options.region is not None)
@@ -547,12 +545,10 @@ def _cluster_fit(ctx: _Context, instance: InstanceType, gpu: Gpu, nodes: int) ->
     return Fit(memory, fraction, rate, hours, used, tuple(notes), tokens, mfu)
 
 
-def _cluster_candidates(
-    ctx: _Context, instances: list[InstanceType], rejected: dict[str, str]
-) -> list[Candidate]:
+def _cluster_candidates(ctx: _Context, rejected: dict[str, str]) -> list[Candidate]:
     """Every priced (instance, region, market) at each node count above 1 that fits."""
     found: list[Candidate] = []
-    for instance in instances:
+    for instance in _instances(ctx.options):
         gpu = ctx.gpus[instance.gpu]
         if (ctx.options.gpus is not None and instance.gpu_count != ctx.options.gpus) or not (
             gpu_supports(gpu, ctx.job.precision)
