@@ -141,6 +141,21 @@ DEFAULT_RUN_TTL = DEFAULT_TTL
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Extra tag (repeatable).")
 @click.option("--subnet-id", help="Launch in this subnet instead of the default VPC.")
 @click.option("--spot-bid", type=float, metavar="USD/h", help="Most to pay per hour (spot).")
+@click.option(
+    "--launcher",
+    type=click.Choice(["auto", "torchrun", "none"]),
+    default="auto",
+    show_default=True,
+    help="torchrun: CMD under torchrun on every node (--nproc-per-node = GPUs); none: CMD as"
+    " written, with ORCH_NODE_RANK, MASTER_ADDR, ... set; auto: torchrun with >1 GPU or node.",
+)
+@click.option(
+    "--rendezvous-timeout",
+    type=DURATION,
+    default="10m",
+    show_default=True,
+    help="torchrun: how long the nodes wait for each other to join before the run fails.",
+)
 @click.option("--no-check", is_flag=True, help="Skip the GPU check before the job starts.")
 @check_timeout_option("--check-timeout", "check_timeout")
 @ssh_config_option()
@@ -169,6 +184,8 @@ def run(command: tuple[str, ...], **options: Any) -> None:
       orch run --plan p.json --checkpoint-dir ck --store s3://bkt/ck --spot-recovery 3 -- ./t.sh
       orch run --plan plan.json --detach --name exp2 -- python train.py
       orch run --pool gpu --fetch outputs -- python train.py
+      orch run --box cluster1 --fetch outputs -- python train.py   torchrun on every node
+      orch run --box cluster1 --launcher none -- ./deepspeed.sh     ORCH_NODE_RANK, MASTER_ADDR
     """
     from orchestrator.run.session import Run
     from orchestrator.run.terminal import for_terminal
@@ -229,6 +246,10 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         fallback_on_demand=options["fallback_on_demand"],
         watch_interval_s=options["watch_interval"],
         ssh_lost_after_s=options["ssh_lost_after"],
+        launcher=options["launcher"],
+        join_timeout_s=int(
+            bounded("--rendezvous-timeout", options["rendezvous_timeout"], low=10, high=DAY_S)
+        ),
     )
     if options["box_name"] or options["pool"]:
         where = "--box runs on an existing box" if options["box_name"] else "--pool leases a box"
@@ -374,5 +395,12 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
             f" {attempt.outcome}{reason}  {_duration(span)}  {_money(attempt.cost())}{saved}",
             err=True,
         )
+    losses = report.losses_by_node()
+    if losses:
+        shown = ", ".join(f"node {node} {count}x" for node, count in sorted(losses.items()))
+        click.echo(f"  nodes lost: {shown}", err=True)
+    if report.node_logs:
+        folder = Path(report.node_logs[0]).parent
+        click.echo(f"  logs of {len(report.node_logs)} nodes in {folder}", err=True)
     if report.error:
         click.echo(f"orch: error: {report.error}", err=True)

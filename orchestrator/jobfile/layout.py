@@ -196,6 +196,14 @@ RUN_KEYS = [
     Key(("run", "exclude"), "excludes", STRINGS, "rsync exclude patterns."),
     Key(("run", "fetch"), "fetch", STRINGS, "Paths copied back at the end."),
     Key(("run", "keep"), "keep", {"type": "boolean"}, "Keep the box afterwards."),
+    Key(
+        ("run", "launcher"),
+        "launcher",
+        {"enum": ["auto", "torchrun", "none"]},
+        "torchrun on every node, or none (ORCH_NODE_RANK, MASTER_ADDR, ... set); auto: torchrun"
+        " with more than one GPU or node.",
+    ),
+    Key(("run", "rendezvous_timeout"), "rendezvous_timeout", DURATION, "torchrun join timeout."),
     Key(("checkpoint", "dir"), "checkpoint_dir", {"type": "string", "minLength": 1}),
     Key(("checkpoint", "store"), "store", {"type": "string", "minLength": 1}, "s3://bucket/p"),
     Key(("checkpoint", "interval"), "checkpoint_interval", DURATION),

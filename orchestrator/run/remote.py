@@ -106,10 +106,13 @@ if [ -n "${ORCH_STORE:-}" ]; then
     --store "$ORCH_STORE" --cloud "$ORCH_CLOUD_NAME") || finish 1 restore
   echo "$restored"
   case "$restored" in *"orch-agent: restored"*) ORCH_RESUMED=1 ;; esac
-  python3 "$run_dir/agent.py" watch --dir "$ORCH_CHECKPOINT_DIR" --store "$ORCH_STORE" \
-    --interval "$ORCH_CHECKPOINT_INTERVAL" --cloud "$ORCH_CLOUD_NAME" \
-    --state-dir "$run_dir" --pid "$$" &
-  agent=$!
+  # A cluster's nodes all restore; rank 0 alone uploads (ORCH_CHECKPOINT_UPLOAD=0 elsewhere).
+  if [ "${ORCH_CHECKPOINT_UPLOAD:-1}" = 1 ]; then
+    python3 "$run_dir/agent.py" watch --dir "$ORCH_CHECKPOINT_DIR" --store "$ORCH_STORE" \
+      --interval "$ORCH_CHECKPOINT_INTERVAL" --cloud "$ORCH_CLOUD_NAME" \
+      --state-dir "$run_dir" --pid "$$" &
+    agent=$!
+  fi
 fi
 step "$run_dir/cmd.sh"
 finish "$?" cmd
@@ -178,6 +181,7 @@ class LaunchEnv:
     cloud: str
     store_url: str | None = None
     checkpoint_interval_s: float = 300.0
+    upload: bool = True  # False: restore checkpoints, never upload (a cluster's other nodes)
 
 
 def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
@@ -194,11 +198,12 @@ def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
             f"export ORCH_CHECKPOINT_DIR={wd}/{shlex.quote(spec.checkpoint_dir)}",
             f"export ORCH_CHECKPOINT_INTERVAL={launch.checkpoint_interval_s:g}",
             f"export ORCH_CLOUD_NAME={shlex.quote(launch.cloud)}",
+            f"export ORCH_CHECKPOINT_UPLOAD={1 if launch.upload else 0}",
         ]
     names = ["ORCH_WORKDIR", "ORCH_PATH"]
     if launch.store_url and spec.checkpoint_dir:
         names += ["ORCH_STORE", "ORCH_CHECKPOINT_DIR", "ORCH_CHECKPOINT_INTERVAL"]
-        names += ["ORCH_CLOUD_NAME"]
+        names += ["ORCH_CLOUD_NAME", "ORCH_CHECKPOINT_UPLOAD"]
     setenv = " ".join(f"--setenv={n}" for n in names)
     preserve = ",".join(names)
     unit = f"orch-{spec.run_id}"

@@ -25,9 +25,12 @@ from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, Usage
 from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
+from orchestrator.provision.cluster import cluster_nodes
 from orchestrator.provision.terraform import Interrupted
-from orchestrator.run import checkpoints, remote, shell, sync, terminal
+from orchestrator.run import checkpoints, on_cluster, remote, shell, sync, terminal
 from orchestrator.run import record as records
+from orchestrator.run.cluster_job import NodeLost
+from orchestrator.run.launcher import resolve_launcher
 from orchestrator.run.signals import Cancelled, cancellable, deferred
 from orchestrator.run.spec import RunSpec
 from orchestrator.run.stream import LogFollower, SshLost, StreamStopped
@@ -37,12 +40,25 @@ Say = Callable[[str], None]
 
 
 class BoxLost(OrchError):
-    """The cloud took the box back (or it stopped) while the job ran."""
+    """The cloud took the box back (or it stopped) while the job ran; on a cluster, one node
+    went (`node`: its index; state "unreachable" when SSH, not the cloud, says so)."""
 
-    def __init__(self, state: InstanceState):
+    def __init__(self, state: InstanceState, node: int | None = None, message: str = ""):
         why = state.reason or state.state
-        super().__init__(f"the box's instance is {state.state} ({why})")
+        super().__init__(message or f"the box's instance is {state.state} ({why})")
         self.state = state
+        self.node = node
+
+    @property
+    def recoverable(self) -> bool:
+        """A spot reclaim, or a cluster node that stopped answering; not a box someone
+        terminated or stopped (it was meant to go)."""
+        return self.state.spot_reclaimed or (
+            self.node is not None and self.state.state == UNREACHABLE
+        )
+
+
+UNREACHABLE = "unreachable"  # a node's state when SSH, not its cloud, says it is gone
 
 
 @dataclass(slots=True)
@@ -60,6 +76,8 @@ class RunRequest:
     fallback_on_demand: bool = False
     watch_interval_s: float = 15.0
     ssh_lost_after_s: float = 300.0
+    launcher: str = "auto"  # auto | torchrun | none (run/launcher.py)
+    join_timeout_s: int = 600  # torchrun's rendezvous join_timeout
 
     def __post_init__(self) -> None:
         if self.plan is not None and self.up_options is None:
@@ -90,6 +108,7 @@ class Attempt:
     reason: str = ""
     exit_code: int | None = None
     checkpoint: dict[str, Any] | None = None  # the agent's outcome (checkpoints.AgentOutcome)
+    lost_node: int | None = None  # on a cluster: the node whose loss ended this attempt
 
     def cost(self) -> float | None:
         if self.price_per_hour is None or self.ended is None:
@@ -114,10 +133,20 @@ class RunReport:
     destroyed: bool = False
     error: str | None = None
     on_demand_price_per_hour: float | None = None
+    node_logs: list[str] = field(default_factory=list)  # a cluster's nodes' logs, fetched here
 
     @property
     def recoveries(self) -> int:
         return sum(1 for a in self.attempts if a.outcome in ("reclaimed", "lost"))
+
+    def losses_by_node(self) -> dict[str, int]:
+        """On a cluster: how many attempts each node's loss ended, by node index."""
+        counts: dict[str, int] = {}
+        for attempt in self.attempts:
+            if attempt.lost_node is not None and attempt.outcome in ("reclaimed", "lost"):
+                key = str(attempt.lost_node)
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def time_lost_s(self) -> float:
         """From each lost box's end to the command running again on the next one."""
@@ -148,6 +177,8 @@ class RunReport:
             "exit_code": self.exit_code,
             "attempts": [a.to_dict() for a in self.attempts],
             "recoveries": self.recoveries,
+            "losses_by_node": self.losses_by_node(),
+            "node_logs": self.node_logs,
             "time_lost_s": round(self.time_lost_s(), 1),
             "cost_usd": _round(self.cost()),
             "on_demand_cost_usd": _round(self.on_demand_cost()),
@@ -187,6 +218,8 @@ class Run:
         self.job_started = False  # on the current box
         self.remote_dir = ""  # the job's working directory on the box (absolute)
         self.detached = False
+        self.cluster: Any = None  # on a cluster box: the attempt's cluster_job.ClusterJob
+        self.world: tuple[int, int] | None = None  # (nodes, GPUs per node) of the first attempt
 
     # ------------------------------------------------------------------------------ main
 
@@ -221,10 +254,11 @@ class Run:
                 self._close_attempt(
                     "reclaimed" if lost.state.spot_reclaimed else "lost", lost.message
                 )
+                self.report.attempts[-1].lost_node = lost.node
                 allowed = self.request.spot_recovery + (1 if self.request.fallback_on_demand else 0)
-                # Only the spot service's reclaim is recovered from: a box someone terminated
-                # or stopped was meant to go.
-                if recoveries >= allowed or not lost.state.spot_reclaimed:
+                # Only the spot service's reclaim (or a cluster node gone silent) is recovered
+                # from: a box someone terminated or stopped was meant to go.
+                if recoveries >= allowed or not lost.recoverable:
                     raise
                 recoveries += 1
                 self.say(
@@ -262,6 +296,7 @@ class Run:
             # Reclaimed but still running (the notice period): stop the job there, so it and
             # the agent save a checkpoint, before the box goes.
             self._stop_and_fetch(self.box, fetch=False)
+        self.cluster = None
         lifecycle.down(self.box.name, self.box.state_url, self.say, self.progress)
         plan = _recovery_plan(request.plan, self.box.candidate, on_demand)
         options = replace(request.up_options, avoid_zones=(zone,) if zone else ())
@@ -319,13 +354,20 @@ class Run:
         box = self.box
         assert box is not None
         attempt = self.report.attempts[-1]
+        nodes = cluster_nodes(box)
+        if len(nodes) > 1:
+            self._attempt_on_cluster(box, attempt)
+            return
+        topology = on_cluster.topology_of(box, nodes, self.spec.run_id, self.request.join_timeout_s)
+        launcher = resolve_launcher(self.request.launcher, 1, topology.gpus_per_node)
+        (spec,) = on_cluster.node_specs(self.spec, topology, launcher)
         try:
             if self.request.check:
                 self._check(box)
             transport = shell.ssh_transport(box, self.request.ssh_config)
             agent = _agent_source() if self.spec.store else None
             prepared = shell.call_ok(
-                transport, remote.prepare_script(self.spec, agent), what="preparing the run"
+                transport, remote.prepare_script(spec, agent), what="preparing the run"
             )
             self.remote_dir = _prepared_dir(prepared)
             self.say(f"syncing {self.spec.workdir} to box {box.name}")
@@ -339,7 +381,7 @@ class Run:
             )
             started = shell.call_ok(
                 transport,
-                remote.launch_script(self.spec, launch),
+                remote.launch_script(spec, launch),
                 what="starting the job",
                 retry_s=30,
             )
@@ -384,6 +426,15 @@ class Run:
             )
         self._fetch(transport)
         self._save_record("done", exit_code=final)
+
+    def _attempt_on_cluster(self, box: Box, attempt: Attempt) -> None:
+        try:
+            on_cluster.attempt_on_cluster(
+                self, box, attempt, _agent_source() if self.spec.store else None
+            )
+        except NodeLost as lost:
+            state = lost.state or InstanceState(UNREACHABLE, lost.why)
+            raise BoxLost(state, node=lost.index, message=lost.message) from None
 
     def _check(self, box: Box) -> None:
         from orchestrator.check.untrusted import printable
@@ -489,6 +540,9 @@ class Run:
         try:
             transport = shell.ssh_transport(box, self.request.ssh_config)
             self.say(f"stopping run {self.spec.run_id} on box {box.name}")
+            if self.cluster is not None:  # every node; rank 0's outputs are fetched
+                self.cluster.stop_all()
+                transport = self.cluster.jobs[0].transport
             out = shell.call_ok(
                 transport,
                 remote.stop_script(self.spec.run_id),

@@ -21,7 +21,17 @@ from orchestrator.errors import UsageError
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Names orch sets for the job itself; a user value would silently lose.
-RESERVED_ENV = ("ORCH_CHECKPOINT_DIR", "ORCH_RESUMED", "ORCH_ATTEMPT", "ORCH_RUN_ID", "ORCH_STORE")
+RESERVED_ENV = (
+    "ORCH_CHECKPOINT_DIR",
+    "ORCH_RESUMED",
+    "ORCH_ATTEMPT",
+    "ORCH_RUN_ID",
+    "ORCH_STORE",
+    "ORCH_NODE_RANK",
+    "ORCH_NUM_NODES",
+    "ORCH_NODE_IPS",
+    "ORCH_GPUS_PER_NODE",
+)
 _STORE = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^\s]*))?")
 _RUN_ID = re.compile(r"r-\d{8}-\d{6}-[0-9a-f]{6}")
 MAX_ENV = 100

@@ -151,3 +151,18 @@ def pull(
                 f"{_last_line(result.stderr)}"
             )
     return fetched
+
+
+def pull_file(transport: SshTransport, remote_path: str, local_path: Path) -> bool:
+    """Copy one file (an absolute path on the box) to `local_path`; False when it is not there."""
+    argv = [_rsync(), "-a", "--safe-links", "-e", rsync_shell(transport)]
+    argv += [_remote(transport, remote_path), str(local_path)]
+    result = _run(argv, f"fetching {remote_path}")
+    if result.returncode == 0:
+        return True
+    if result.returncode in _MISSING_SOURCE:
+        return False
+    raise OrchError(
+        f"fetching {remote_path} failed (rsync exit {result.returncode}): "
+        f"{_last_line(result.stderr)}"
+    )

@@ -1,0 +1,162 @@
+"""How the job's command starts on each node: under PyTorch's torchrun, or as written with the
+cluster's shape in its environment (issue 24). Pure functions: argv and environment only.
+
+`--launcher torchrun` wraps CMD in torchrun (torch.distributed.run) on every node:
+
+    torchrun --nnodes N --nproc-per-node GPUS --node-rank I --rdzv-backend c10d
+             --rdzv-endpoint RANK0_PRIVATE_IP:PORT --rdzv-id RUN_ID
+             --rdzv-conf join_timeout=T,is_host=true|false --max-restarts 0 CMD...
+
+A CMD that starts with a Python interpreter (`python train.py ...`, `python3 -m pkg ...`) runs
+as `PYTHON -m torch.distributed.run OPTIONS train.py ...`, so the interpreter the user named
+(a virtual environment's) is the one torch comes from; any other CMD runs as
+`torchrun OPTIONS --no-python CMD...`. The options follow torchrun's documentation
+(https://docs.pytorch.org/docs/stable/elastic/run.html): `is_host` and `join_timeout` are
+rendezvous settings of the c10d backend and the dynamic rendezvous
+(torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py and dynamic_rendezvous.py,
+torch 2.13). Rank 0 hosts the rendezvous store explicitly: guessing it from the machine's
+address picks the wrong node when several share one address. `--max-restarts 0`: a failed
+worker ends the node's job; orch, not torchrun, decides what happens after a lost node.
+
+`--launcher none` runs CMD as written, with ORCH_NODE_RANK, ORCH_NUM_NODES, ORCH_NODE_IPS
+(private addresses, rank order, comma-separated), ORCH_GPUS_PER_NODE, MASTER_ADDR and
+MASTER_PORT in its environment, for a launcher of the user's own (deepspeed, accelerate).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from orchestrator.errors import UsageError
+
+LAUNCHERS = ("auto", "torchrun", "none")
+RDZV_PORT_BASE = 29400  # torchrun's own default rendezvous port (c10d)
+MASTER_PORT_BASE = 29500  # torch.distributed's customary MASTER_PORT
+PORT_SPREAD = 100  # a run's ports: base + a number from its id, so runs do not collide
+NODE_ENV = ("ORCH_NODE_RANK", "ORCH_NUM_NODES", "ORCH_NODE_IPS", "ORCH_GPUS_PER_NODE")
+MASTER_ENV = ("MASTER_ADDR", "MASTER_PORT")
+_PYTHON = re.compile(r"python(?:3(?:\.\d{1,2})?)?")
+MIN_JOIN_TIMEOUT_S = 10
+MAX_JOIN_TIMEOUT_S = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The cluster as the job sees it: every node runs the same CMD with its own rank."""
+
+    node_ips: tuple[str, ...]  # private addresses, rank 0 first (rank 0 hosts the rendezvous)
+    gpus_per_node: int
+    run_id: str
+    join_timeout_s: int = 600
+
+    def __post_init__(self) -> None:
+        if not self.node_ips or not all(self.node_ips):
+            raise UsageError("every node of the cluster needs a private address")
+        if self.gpus_per_node < 1:
+            raise UsageError(f"a node has {self.gpus_per_node} GPUs: at least 1 is needed")
+        if not MIN_JOIN_TIMEOUT_S <= self.join_timeout_s <= MAX_JOIN_TIMEOUT_S:
+            raise UsageError(
+                f"the rendezvous timeout must be {MIN_JOIN_TIMEOUT_S} s to 1 day,"
+                f" not {self.join_timeout_s} s"
+            )
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_ips)
+
+    @property
+    def master_addr(self) -> str:
+        return self.node_ips[0]
+
+    @property
+    def rdzv_port(self) -> int:
+        return RDZV_PORT_BASE + self._offset
+
+    @property
+    def master_port(self) -> int:
+        return MASTER_PORT_BASE + self._offset
+
+    @property
+    def _offset(self) -> int:
+        return zlib.crc32(self.run_id.encode()) % PORT_SPREAD
+
+
+def resolve_launcher(choice: str, num_nodes: int, gpus_per_node: int) -> str:
+    """`auto`: torchrun when there is more than one GPU or node (an 8-GPU box is used as 8
+    GPUs), else none."""
+    if choice not in LAUNCHERS:
+        raise UsageError(f"--launcher {choice!r}: expected one of {', '.join(LAUNCHERS)}")
+    if choice != "auto":
+        return choice
+    return "torchrun" if num_nodes > 1 or gpus_per_node > 1 else "none"
+
+
+def node_env(topology: Topology, rank: int, launcher: str) -> dict[str, str]:
+    """What node `rank` adds to the job's environment. MASTER_ADDR and MASTER_PORT only with
+    --launcher none on a cluster: under torchrun, torchrun sets them for each worker, and a
+    single box's own job may set them as it likes."""
+    _check_rank(topology, rank)
+    env = {
+        "ORCH_NODE_RANK": str(rank),
+        "ORCH_NUM_NODES": str(topology.num_nodes),
+        "ORCH_NODE_IPS": ",".join(topology.node_ips),
+        "ORCH_GPUS_PER_NODE": str(topology.gpus_per_node),
+    }
+    if launcher == "none" and topology.num_nodes > 1:
+        env.update(MASTER_ADDR=topology.master_addr, MASTER_PORT=str(topology.master_port))
+    return env
+
+
+def torchrun_options(topology: Topology, rank: int) -> list[str]:
+    _check_rank(topology, rank)
+    conf = f"join_timeout={topology.join_timeout_s},is_host={'true' if rank == 0 else 'false'}"
+    return [
+        f"--nnodes={topology.num_nodes}",
+        f"--nproc-per-node={topology.gpus_per_node}",
+        f"--node-rank={rank}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={_endpoint(topology.master_addr, topology.rdzv_port)}",
+        f"--rdzv-id={topology.run_id}",
+        f"--rdzv-conf={conf}",
+        f"--local-addr={topology.node_ips[rank]}",
+        "--max-restarts=0",
+    ]
+
+
+def node_command(command: list[str], topology: Topology, rank: int, launcher: str) -> list[str]:
+    """The argv node `rank` runs (it becomes shell text through shlex.join)."""
+    if launcher == "none":
+        _check_rank(topology, rank)
+        return list(command)
+    if launcher != "torchrun":
+        raise UsageError(f"--launcher {launcher!r}: expected torchrun or none")
+    first = PurePosixPath(command[0]).name if command else ""
+    if first in ("torchrun", "accelerate", "deepspeed") or "torch.distributed.run" in command[:3]:
+        raise UsageError(
+            f"CMD starts its own launcher ({first or command[:3]}): give --launcher none, and"
+            " orch exports ORCH_NODE_RANK, MASTER_ADDR, ... for it"
+        )
+    options = torchrun_options(topology, rank)
+    if _PYTHON.fullmatch(first):
+        if len(command) < 2:
+            raise UsageError("CMD is a Python interpreter without a script or -m MODULE")
+        return [command[0], "-m", "torch.distributed.run", *options, *command[1:]]
+    return ["torchrun", *options, "--no-python", *command]
+
+
+def reserved_env_clash(env: dict[str, str], topology: Topology, launcher: str) -> str | None:
+    """A name the user set with --env that orch sets for every node, or None."""
+    names = NODE_ENV + (MASTER_ENV if launcher == "none" and topology.num_nodes > 1 else ())
+    return next((name for name in names if name in env), None)
+
+
+def _endpoint(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _check_rank(topology: Topology, rank: int) -> None:
+    if not 0 <= rank < topology.num_nodes:
+        raise UsageError(f"node rank {rank} is outside 0..{topology.num_nodes - 1}")

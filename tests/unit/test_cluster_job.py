@@ -1,0 +1,72 @@
+"""A cluster run's verdict (run/cluster_job.py) and its losses in the report (run/session.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from orchestrator.check.transport import SshTransport
+from orchestrator.clouds.base import InstanceState
+from orchestrator.provision.cluster import ClusterNode
+from orchestrator.run.cluster_job import ClusterJob, NodeJob, parallel
+from orchestrator.run.session import UNREACHABLE, Attempt, BoxLost, RunReport
+from orchestrator.run.spec import RunSpec
+
+RUN_ID = "r-20261205-080000-abcdef"
+
+
+def cluster(tmp_path: Path, *codes: tuple[int | None, bool]) -> ClusterJob:
+    spec = RunSpec(["python", "t.py"], tmp_path, run_id=RUN_ID)
+    jobs = []
+    for index, (code, stopped) in enumerate(codes):
+        transport = SshTransport(f"10.0.0.{index + 1}", "u", tmp_path / "k", tmp_path / "kh")
+        job = NodeJob(ClusterNode(index, "", None, f"10.0.0.{index + 1}"), transport, spec)
+        job.exit_code, job.stopped = code, stopped
+        jobs.append(job)
+    return ClusterJob(box=None, jobs=jobs, say=lambda _: None)  # type: ignore[arg-type]
+
+
+def test_the_worst_node_is_the_first_that_failed_by_itself(tmp_path: Path):
+    assert cluster(tmp_path, (0, False), (0, False)).exit_code() == 0
+    # Node 1 failed; orch stopped node 0 (143) and node 2 because of it: node 1's status wins.
+    assert cluster(tmp_path, (143, True), (3, False), (143, True)).exit_code() == 3
+    assert cluster(tmp_path, (0, False), (137, True)).exit_code() == 137
+    assert cluster(tmp_path, (0, False), (None, False)).exit_code() == 1  # never known
+
+
+def test_parallel_runs_every_call_and_raises_the_first_failure_in_order():
+    ran: list[int] = []
+
+    def work(n: int) -> int:
+        time.sleep(0.01 * (3 - n))
+        ran.append(n)
+        if n in (1, 2):
+            raise ValueError(n)
+        return n
+
+    try:
+        parallel(work, [0, 1, 2])
+    except ValueError as exc:
+        assert exc.args == (1,)
+    else:
+        raise AssertionError("no failure raised")
+    assert sorted(ran) == [0, 1, 2]
+    assert parallel(lambda n: n * 2, [1, 2, 3]) == [2, 4, 6]
+
+
+def test_what_is_recovered_and_the_losses_counted_per_node():
+    assert BoxLost(InstanceState("terminated", "x", spot_reclaimed=True)).recoverable
+    assert not BoxLost(InstanceState("terminated", "User initiated")).recoverable
+    assert BoxLost(InstanceState(UNREACHABLE, "no SSH answer"), node=1).recoverable
+    # A node someone terminated was meant to go, as a box is.
+    assert not BoxLost(InstanceState("terminated", "User initiated"), node=1).recoverable
+
+    def attempt(number: int, outcome: str, node: int | None) -> Attempt:
+        return Attempt(number, "aws", "us-east-1", "p4d.24xlarge", "spot", "us-east-1a", 1.0,
+                       started=0.0, outcome=outcome, lost_node=node)  # fmt: skip
+
+    report = RunReport(RUN_ID, "c1", 0, attempts=[
+        attempt(1, "lost", 1), attempt(2, "reclaimed", 0), attempt(3, "lost", 1),
+        attempt(4, "completed", None)])  # fmt: skip
+    assert report.losses_by_node() == {"1": 2, "0": 1}
+    assert report.to_dict()["losses_by_node"] == {"1": 2, "0": 1} and report.recoveries == 3

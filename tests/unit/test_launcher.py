@@ -1,0 +1,130 @@
+"""The launcher's argv and environment for each node (run/launcher.py, run/on_cluster.py), and
+how a node without a public address is reached through rank 0 (run/nodes.py)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import UsageError
+from orchestrator.provision.cluster import ClusterNode
+from orchestrator.run import remote
+from orchestrator.run.launcher import Topology, node_command, node_env, resolve_launcher
+from orchestrator.run.nodes import JumpedSshTransport
+from orchestrator.run.on_cluster import node_specs
+from orchestrator.run.spec import RunSpec, parse_env
+
+RUN_ID = "r-20261205-080000-abcdef"
+TWO = Topology(node_ips=("10.0.1.4", "10.0.1.5"), gpus_per_node=8, run_id=RUN_ID)
+
+
+def option(argv: list[str], name: str) -> str:
+    (value,) = [a.split("=", 1)[1] for a in argv if a.startswith(f"--{name}=")]
+    return value
+
+
+def test_auto_is_torchrun_with_more_than_one_gpu_or_node():
+    assert resolve_launcher("auto", 1, 1) == "none"
+    assert resolve_launcher("auto", 1, 8) == "torchrun"  # one 8-GPU box is used as 8 GPUs
+    assert resolve_launcher("auto", 2, 1) == "torchrun"
+    assert resolve_launcher("none", 4, 8) == "none"
+    with pytest.raises(UsageError):
+        resolve_launcher("deepspeed", 1, 1)
+
+
+def test_torchrun_argv_per_rank_with_the_python_the_user_named():
+    argv0 = node_command(["/opt/venv/bin/python", "train.py", "--lr", "1e-4"], TWO, 0, "torchrun")
+    argv1 = node_command(["python3", "-m", "pkg.train"], TWO, 1, "torchrun")
+    assert argv0[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
+    assert argv0[-3:] == ["train.py", "--lr", "1e-4"]
+    assert argv1[-2:] == ["-m", "pkg.train"]
+    for rank, argv in enumerate((argv0, argv1)):
+        assert option(argv, "nnodes") == "2" and option(argv, "nproc-per-node") == "8"
+        assert option(argv, "node-rank") == str(rank)
+        assert option(argv, "rdzv-backend") == "c10d" and option(argv, "rdzv-id") == RUN_ID
+        assert option(argv, "rdzv-endpoint") == f"10.0.1.4:{TWO.rdzv_port}"
+        assert option(argv, "local-addr") == TWO.node_ips[rank]
+        assert option(argv, "max-restarts") == "0"
+    # Rank 0 hosts the rendezvous store; the others only join it, within the timeout.
+    assert option(argv0, "rdzv-conf") == "join_timeout=600,is_host=true"
+    assert option(argv1, "rdzv-conf") == "join_timeout=600,is_host=false"
+    assert 29400 <= TWO.rdzv_port < 29500 <= TWO.master_port < 29600
+
+
+def test_a_command_that_is_not_python_runs_under_torchrun_no_python():
+    argv = node_command(["./train.sh", "a b"], TWO, 1, "torchrun")
+    assert argv[0] == "torchrun" and argv[-3:] == ["--no-python", "./train.sh", "a b"]
+    with pytest.raises(UsageError, match="--launcher none"):
+        node_command(["torchrun", "--nnodes=2", "t.py"], TWO, 0, "torchrun")
+    with pytest.raises(UsageError):
+        node_command(["python"], TWO, 0, "torchrun")
+    with pytest.raises(UsageError):
+        node_command(["python", "t.py"], TWO, 2, "torchrun")  # no rank 2 in a 2-node cluster
+
+
+def test_none_exports_the_cluster_for_the_user_s_launcher():
+    assert node_command(["deepspeed", "t.py"], TWO, 1, "none") == ["deepspeed", "t.py"]
+    assert node_env(TWO, 1, "none") == {
+        "ORCH_NODE_RANK": "1",
+        "ORCH_NUM_NODES": "2",
+        "ORCH_NODE_IPS": "10.0.1.4,10.0.1.5",
+        "ORCH_GPUS_PER_NODE": "8",
+        "MASTER_ADDR": "10.0.1.4",
+        "MASTER_PORT": str(TWO.master_port),
+    }
+    # Under torchrun, torchrun sets MASTER_* for its workers.
+    assert "MASTER_ADDR" not in node_env(TWO, 0, "torchrun")
+
+
+def test_node_specs_quote_user_strings_and_refuse_clashing_env(tmp_path: Path):
+    hostile = "x'; touch /tmp/pwned; echo '$(id)"
+    spec = RunSpec(command=["python", "t.py", hostile], workdir=tmp_path, run_id=RUN_ID,
+                   env={"TOKEN": "a b"})  # fmt: skip
+    first, second = node_specs(spec, TWO, "torchrun")
+    # The command reaches the box's shell as quoted words: one argv entry per word.
+    words = shlex.split(first.command_line)
+    assert words[-1] == hostile and words[:3] == ["python", "-m", "torch.distributed.run"]
+    assert second.env == {"TOKEN": "a b", **node_env(TWO, 1, "torchrun")}
+    script = remote.launch_script(second, remote.LaunchEnv(1, "aws"))
+    assert "ORCH_NODE_RANK" not in script  # values travel in the env file, base64-encoded
+    with pytest.raises(UsageError, match="MASTER_PORT"):
+        node_specs(RunSpec(["python", "t.py"], tmp_path, env={"MASTER_PORT": "1"}), TWO, "none")
+    with pytest.raises(UsageError, match="ORCH_NODE_RANK"):
+        parse_env(["ORCH_NODE_RANK=3"])
+
+
+def test_a_single_box_keeps_its_own_master_and_meets_on_the_loopback(tmp_path: Path):
+    one = Topology(node_ips=("127.0.0.1",), gpus_per_node=8, run_id=RUN_ID)
+    spec = RunSpec(["python", "t.py"], tmp_path, env={"MASTER_PORT": "1234"}, run_id=RUN_ID)
+    (none,) = node_specs(spec, one, "none")
+    assert none.command == ["python", "t.py"] and none.env["MASTER_PORT"] == "1234"
+    (torchrun,) = node_specs(spec, one, "torchrun")
+    assert option(torchrun.command, "nproc-per-node") == "8"
+    assert option(torchrun.command, "rdzv-endpoint").startswith("127.0.0.1:")
+
+
+def test_topology_refuses_what_cannot_launch():
+    with pytest.raises(UsageError):
+        Topology(node_ips=("10.0.0.1", ""), gpus_per_node=1, run_id=RUN_ID)
+    with pytest.raises(UsageError):
+        Topology(node_ips=("10.0.0.1",), gpus_per_node=0, run_id=RUN_ID)
+    with pytest.raises(UsageError):
+        Topology(node_ips=("10.0.0.1",), gpus_per_node=1, run_id=RUN_ID, join_timeout_s=1)
+
+
+def test_a_node_without_public_address_goes_through_rank_0(tmp_path: Path):
+    from orchestrator.check.transport import SshTransport
+
+    rank0 = SshTransport("203.0.113.5", "ubuntu", tmp_path / "id %h", tmp_path / "known_hosts")
+    node = JumpedSshTransport("10.0.1.5", "ubuntu", tmp_path / "id %h", tmp_path / "known_hosts",
+                              via=rank0)  # fmt: skip
+    argv = node.argv("true")
+    assert argv[1] == "-o" and argv[2].startswith("ProxyCommand=")
+    proxy = shlex.split(argv[2].removeprefix("ProxyCommand="))
+    # The hop uses the box's key and pinned known_hosts, non-interactively; '%' is escaped.
+    assert f"IdentityFile={tmp_path}/id %%h" in proxy and "BatchMode=yes" in proxy
+    assert proxy[-4:] == ["-W", "%h:%p", "--", "203.0.113.5"]
+    assert argv[-2:] == ["10.0.1.5", "true"]
+    assert ClusterNode(1, "i-1", None, "10.0.1.5").reached_via_rank0
