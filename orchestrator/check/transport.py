@@ -310,7 +310,7 @@ class SshTransport:
         if self.port:
             argv += ["-p", str(self.port)]
         options = self._box_options(connect_timeout)
-        if self.via is not None and hop_log is not None:
+        if self.via is not None:  # every use: short scripts, `orch run`'s streams and rsync
             options["ProxyCommand"] = self.via.hop_command(connect_timeout, hop_log)
         elif hop_log is not None and (jump := self.jump_host()):
             # Given first on the command line, ProxyCommand wins over the config's ProxyJump.
@@ -331,12 +331,12 @@ class SshTransport:
             **self._common_options(connect_timeout),
         }
 
-    def hop_command(self, connect_timeout: int, hop_log: Path) -> str:
+    def hop_command(self, connect_timeout: int, hop_log: Path | None) -> str:
         """A ProxyCommand that reaches another host through this box: a cluster's rank 0
         carrying the traffic of a node without a public address (provision/cluster.py). The
         hop is ssh to this box with its own key and pinned known_hosts, then `-W` to the
         target (ssh_config(5) ProxyCommand, %h/%p: the target's HostName and Port)."""
-        argv = ["ssh", *self._config_args(), "-E", str(hop_log)]
+        argv = ["ssh", *self._config_args(), *(["-E", str(hop_log)] if hop_log else [])]
         if self.port:
             argv += ["-p", str(self.port)]
         for name, value in self._box_options(connect_timeout).items():

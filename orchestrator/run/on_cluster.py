@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from orchestrator.check.cluster import node_transports
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision.boxes import Box, orch_home
 from orchestrator.provision.cluster import ClusterNode
@@ -20,7 +21,6 @@ from orchestrator.run.launcher import (
     reserved_env_clash,
     resolve_launcher,
 )
-from orchestrator.run.nodes import node_transports
 from orchestrator.run.spec import RunSpec
 
 LOCAL_RUNS = "runs"  # $ORCH_HOME/runs/RUN_ID/node-I.log: kept after the box is destroyed

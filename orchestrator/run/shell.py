@@ -7,7 +7,6 @@ uses the same key, pinned known_hosts and ssh_config (ORCH_SSH_CONFIG, --ssh-con
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable
 
@@ -83,12 +82,21 @@ def stream_argv(transport: SshTransport, script: str) -> list[str]:
 def rsync_shell(transport: SshTransport) -> str:
     """The `rsync -e` command: ssh with the box's options and login user, no host.
 
-    rsync splits -e on spaces and honours single quotes (rsync(1), --rsh), so each argument is
-    quoted the POSIX way; a path with a single quote in it cannot be expressed and is refused.
+    rsync splits -e on spaces itself, no shell involved (rsync(1), --rsh: "you can use single-
+    and/or double-quotes to preserve spaces in an argument (but not backslashes) ... doubling
+    a single-quote inside a single-quoted string gives you a single-quote"), so an argument
+    with anything but safe characters is single-quoted, its single quotes doubled: a cluster
+    node's ProxyCommand through rank 0 carries `-W '[%h]:%p'`.
     """
     argv = transport.argv("true")
     cut = argv.index("--")
     options = argv[:cut]  # ssh, -F, -p, -o ..., -l USER
-    if any("'" in arg for arg in options):
-        raise OrchError("a path in the box's ssh options holds a single quote; rsync cannot use it")
-    return shlex.join(options)
+    if any("\n" in arg or "\0" in arg for arg in options):
+        raise OrchError("an argument of the box's ssh options holds a line break")
+    return " ".join(_rsync_word(arg) for arg in options)
+
+
+def _rsync_word(arg: str) -> str:
+    if arg and all(c.isalnum() or c in "@%+=:,./-_" for c in arg):
+        return arg
+    return "'" + arg.replace("'", "''") + "'"

@@ -61,10 +61,11 @@ for step in range(1, steps + 1):
 total = torch.tensor([float(rank)])
 dist.all_reduce(total)  # the final all_reduce: 0 + 1 + ... + world - 1 on every rank
 weights = sum(p.detach().sum().item() for p in model.parameters())
-print("RESULT " + json.dumps({
+result = json.dumps({
     "rank": rank, "world": world, "local_rank": int(os.environ["LOCAL_RANK"]),
     "node": int(os.environ["ORCH_NODE_RANK"]), "nodes": int(os.environ["ORCH_NUM_NODES"]),
-    "sum": total.item(), "weights": round(weights, 6)}), flush=True)
+    "sum": total.item(), "weights": round(weights, 6)})
+os.write(1, f"RESULT {result}\\n".encode())  # one write: a node's workers share its log
 if rank == 0:
     pathlib.Path("outputs").mkdir(exist_ok=True)
     pathlib.Path("outputs", "done.txt").write_text(f"world {world}\\n")

@@ -12,7 +12,6 @@ from orchestrator.errors import UsageError
 from orchestrator.provision.cluster import ClusterNode
 from orchestrator.run import remote
 from orchestrator.run.launcher import Topology, node_command, node_env, resolve_launcher
-from orchestrator.run.nodes import JumpedSshTransport
 from orchestrator.run.on_cluster import node_specs
 from orchestrator.run.spec import RunSpec, parse_env
 
@@ -114,17 +113,46 @@ def test_topology_refuses_what_cannot_launch():
         Topology(node_ips=("10.0.0.1",), gpus_per_node=1, run_id=RUN_ID, join_timeout_s=1)
 
 
-def test_a_node_without_public_address_goes_through_rank_0(tmp_path: Path):
+def test_a_node_without_public_address_goes_through_rank_0_for_streams_and_rsync(tmp_path):
     from orchestrator.check.transport import SshTransport
+    from orchestrator.run.shell import rsync_shell, stream_argv
 
-    rank0 = SshTransport("203.0.113.5", "ubuntu", tmp_path / "id %h", tmp_path / "known_hosts")
-    node = JumpedSshTransport("10.0.1.5", "ubuntu", tmp_path / "id %h", tmp_path / "known_hosts",
-                              via=rank0)  # fmt: skip
-    argv = node.argv("true")
-    assert argv[1] == "-o" and argv[2].startswith("ProxyCommand=")
-    proxy = shlex.split(argv[2].removeprefix("ProxyCommand="))
+    key, known = tmp_path / "id %h", tmp_path / "known_hosts"
+    rank0 = SshTransport("203.0.113.5", "ubuntu", key, known)
+    node = SshTransport("10.0.1.5", "ubuntu", key, known, via=rank0)
+    argv = stream_argv(node, "tail -f x")  # no hop log: orch run's long-lived streams
+    (proxy,) = [a.removeprefix("ProxyCommand=") for a in argv if a.startswith("ProxyCommand=")]
+    words = shlex.split(proxy)
     # The hop uses the box's key and pinned known_hosts, non-interactively; '%' is escaped.
-    assert f"IdentityFile={tmp_path}/id %%h" in proxy and "BatchMode=yes" in proxy
-    assert proxy[-4:] == ["-W", "%h:%p", "--", "203.0.113.5"]
-    assert argv[-2:] == ["10.0.1.5", "true"]
+    assert f"IdentityFile={tmp_path}/id %%h" in words and "BatchMode=yes" in words
+    assert words[-4:] == ["-W", "[%h]:%p", "--", "203.0.113.5"]
+    assert argv[-2:] == ["10.0.1.5", "tail -f x"]
+    # rsync's -e: its own quoting (quotes doubled inside quotes), read back word for word.
+    assert rsync_words(rsync_shell(node)) == argv[: argv.index("--")]
     assert ClusterNode(1, "i-1", None, "10.0.1.5").reached_via_rank0
+
+
+def rsync_words(command: str) -> list[str]:
+    """Split an `rsync -e` command as rsync does (rsync main.c, do_cmd: spaces separate,
+    single and double quotes group, a doubled quote inside quotes is one quote)."""
+    words, word, quote, i, started = [], [], "", 0, False
+    while i < len(command):
+        c = command[i]
+        if c == " " and not quote:
+            if started:
+                words.append("".join(word))
+            word, started = [], False
+        elif c in "'\"" and (not quote or quote == c):
+            started = True
+            if quote and command[i + 1 : i + 2] == c:
+                word.append(c)
+                i += 1
+            else:
+                quote = "" if quote else c
+        else:
+            word.append(c)
+            started = True
+        i += 1
+    if started:
+        words.append("".join(word))
+    return words
