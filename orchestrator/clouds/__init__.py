@@ -22,6 +22,7 @@ from orchestrator.clouds.base import (
     names,
     object_store_at,
     register,
+    resolve_image_of,
     ssh_key_type_of,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "check_name",
     "get",
     "instance_state_of",
+    "resolve_image_of",
     "names",
     "object_store_at",
     "register",

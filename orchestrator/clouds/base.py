@@ -264,6 +264,8 @@ class Cloud(Protocol):
     # cloud's object store when `host` (an S3 endpoint's host name) is one of its endpoints.
     # Optional (read with `vcpu_quota_of`): `vcpu_quota(region, instance_type, spot) ->
     # VcpuQuota | None`, the account's vCPU limit for the type's family and market (online).
+    # Optional (read with `resolve_image_of`): `resolve_image(region, image)`, the image to
+    # boot now for a plan image that names a moving target (AWS: the newest PyTorch DLAMI).
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -356,6 +358,14 @@ def object_store_at(host: str) -> ObjectStore | None:
         if found is not None:
             return found
     return None
+
+
+def resolve_image_of(cloud: Cloud, region: str, image: dict[str, Any]) -> Any:
+    """The cloud's `resolve_image(region, image)` where it has one (optional: an object with
+    `image`, the plan image to boot now, and `note`, one line saying what was chosen), else
+    None: the plan's image is booted as it is."""
+    method = getattr(cloud, "resolve_image", None)
+    return method(region, image) if method is not None else None
 
 
 def vcpu_quota_of(cloud: Cloud, region: str, instance_type: str, spot: bool) -> VcpuQuota | None:

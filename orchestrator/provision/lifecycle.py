@@ -23,7 +23,7 @@ import re
 import shutil
 import socket
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -261,6 +261,7 @@ def up(plan: Plan, options: UpOptions, say: Say, progress: Say | None = None) ->
                     f"no capacity for any plan candidate ({'; '.join(tried)})",
                     hint=f"`orch down {name}` removes what was created",
                 ) from None
+            candidate = _with_current_image(cloud, candidate, say)
             for zone_index, zone in enumerate(zones):
                 request = RenderRequest(
                     name=name,
@@ -365,6 +366,16 @@ def _check_values(candidate: Candidate, options: UpOptions, expires_at: str | No
 def _ci_section(options: UpOptions, candidate: Candidate) -> str:
     """The CI runner's user-data section for `candidate`'s login user ("" without one)."""
     return options.ci_runner.user_data(candidate.ssh_user) if options.ci_runner else ""
+
+
+def _with_current_image(cloud: clouds.Cloud, candidate: Candidate, say: Say) -> Candidate:
+    """The candidate with the image its cloud says to boot now (AWS: the newest PyTorch DLAMI,
+    clouds/aws/dlami.py); the box record keeps it, so it says which image was used."""
+    resolved = clouds.resolve_image_of(cloud, candidate.region, candidate.image)
+    if resolved is None:
+        return candidate
+    say(resolved.note)
+    return replace(candidate, image=resolved.image)
 
 
 def _zones_to_try(

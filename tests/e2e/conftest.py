@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import http.server
+import json
 import os
 import shutil
 import socket
@@ -320,6 +321,9 @@ class CapacityProxy:
 
     def __init__(self, upstream: str):
         self.upstream = urlparse(upstream)
+        # Public SSM parameters (name -> value) answered here: moto refuses to create names
+        # under /aws/ and ships no DLAMI parameters (see `ssm_answer`).
+        self.ssm_parameters: dict[str, str] = {}
         self.refuse: dict[str, str] = {}  # instance type -> error code
         self.refused: list[str] = []
         self.spot_reclaimed: set[str] = set()  # instance ids the "spot service" took back
@@ -344,6 +348,12 @@ class CapacityProxy:
             def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                ssm = proxy.ssm_answer(self.headers.get("X-Amz-Target") or "", body)
+                if ssm is not None:
+                    status, payload = ssm
+                    headers = {"Content-Type": "application/x-amz-json-1.1"}
+                    self._send(status, headers, json.dumps(payload).encode())
+                    return
                 refusal = proxy.refusal(body)
                 if refusal is not None:
                     self._send(400, {"Content-Type": "text/xml"}, refusal)
@@ -385,6 +395,53 @@ class CapacityProxy:
         name = f"{headers.get('Host', '')} {urlparse(path).path}"
         with self._object_locks_guard:
             return self._object_locks.setdefault(name, threading.Lock())
+
+    def ssm_answer(self, target: str, body: bytes) -> tuple[int, dict[str, Any]] | None:
+        """SSM GetParametersByPath / GetParameter / GetParameters for `ssm_parameters`, in the
+        API's JSON shapes (MaxResults at most 10 a page, NextToken; a missing name is 400
+        ParameterNotFound), or None to relay to moto. By path: every parameter under Path
+        (Recursive), or one level below it.
+        https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_GetParametersByPath.html
+        https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_GetParameter.html"""
+        if not self.ssm_parameters or not target.startswith("AmazonSSM."):
+            return None
+        request = json.loads(body or b"{}")
+        action = target.removeprefix("AmazonSSM.")
+        if action == "GetParameter" and request.get("Name") in self.ssm_parameters:
+            return 200, {"Parameter": self._ssm_parameter(request["Name"])}
+        if action == "GetParameters":
+            names = request.get("Names") or []
+            if any(name in self.ssm_parameters for name in names):
+                found = [self._ssm_parameter(n) for n in names if n in self.ssm_parameters]
+                missing = [n for n in names if n not in self.ssm_parameters]
+                return 200, {"Parameters": found, "InvalidParameters": missing}
+        if action != "GetParametersByPath":
+            return None
+        path = str(request.get("Path", "")).rstrip("/") + "/"
+        names = sorted(
+            name
+            for name in self.ssm_parameters
+            if name.startswith(path) and (request.get("Recursive") or "/" not in name[len(path) :])
+        )
+        size = int(request.get("MaxResults") or 10)
+        if not 1 <= size <= 10:
+            return 400, {"__type": "ValidationException", "message": "MaxResults is 1 to 10"}
+        start = int(request.get("NextToken") or 0)
+        page = {"Parameters": [self._ssm_parameter(n) for n in names[start : start + size]]}
+        if start + size < len(names):
+            page["NextToken"] = str(start + size)
+        return 200, page
+
+    def _ssm_parameter(self, name: str) -> dict[str, Any]:
+        return {
+            "Name": name,
+            "Type": "String",
+            "Value": self.ssm_parameters[name],
+            "Version": 1,
+            "LastModifiedDate": 1764547200.0,
+            "ARN": f"arn:aws:ssm:us-east-1::parameter{name}",
+            "DataType": "aws:ec2:image",
+        }
 
     def rewrite(self, body: bytes, data: bytes) -> bytes:
         """DescribeInstances: instances in `spot_reclaimed` carry the StateReason EC2 gives a

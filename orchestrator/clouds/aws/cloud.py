@@ -114,6 +114,11 @@ class AwsCloud:
 
         return instance_state(region, instance_id)
 
+    def resolve_image(self, region: str, image: dict[str, Any]) -> Any:
+        from orchestrator.clouds.aws.dlami import resolve
+
+        return resolve(region, image)
+
     def vcpu_quota(self, region: str, instance_type: str, spot: bool) -> VcpuQuota | None:
         from orchestrator.clouds.aws.quotas import vcpu_quota
 

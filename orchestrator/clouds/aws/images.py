@@ -1,7 +1,8 @@
 """Which AMI a catalog instance boots, who logs in, and how big its root volume starts.
 
-The newest Deep Learning AMI "OSS Nvidia Driver GPU PyTorch" for the region, resolved at apply
-time from its public SSM parameter (drivers, CUDA and PyTorch already installed).
+The newest Deep Learning AMI "OSS Nvidia Driver GPU PyTorch" for the region, from its public
+SSM parameter (drivers, CUDA and PyTorch already installed). The plan carries this release's
+parameter (offline); `orch up` replaces it with the newest PyTorch release's (dlami.py).
 Source: AWS DLAMI release notes, "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.11
 (Ubuntu 24.04) 20261009", supported instances G4dn, G5, G6, Gr6, G6e, P4, P4de, P5, P5e, P5en
 (https://docs.aws.amazon.com/dlami/latest/devguide/, read 2026-12-02). P3 is not supported by
