@@ -538,6 +538,18 @@ def test_a_reclaimed_spot_instance_is_locked_stopped_then_released(ecs, sim):
     assert (item.status, locks_of(item)) == ("Running", [])  # only the one reclaimed
 
 
+def test_the_recycling_lock_does_not_refuse_delete_instance(ecs, sim):
+    """A reclaimed (Stopped, Recycling-locked) instance is released by DeleteInstance without
+    Force, as any Stopped one; no reference names a lock error (models.delete_instance)."""
+    sim.backend.freeze_clock()
+    _, vswitch, group = network(ecs)
+    [instance_id] = run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")
+    sim.backend.reclaim_spot(instance_id)
+    ecs.delete_instance(models.DeleteInstanceRequest(instance_id=instance_id))
+    assert instance_id not in sim.backend.instances and sim.backend.released == []
+    assert not any(d.instance_id == instance_id for d in sim.backend.disks.values())
+
+
 def test_a_spot_instance_can_stay_running_through_its_notice(ecs, sim):
     """stop_now=False: Running with the Recycling lock until ECS releases it; it still takes
     commands, and DeleteInstance (Force) releases it early, as orch's `down` does."""

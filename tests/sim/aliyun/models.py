@@ -1128,6 +1128,14 @@ class AliyunBackend:
             )
 
     def delete_instance(self, region: str, instance_id: str, force: bool) -> None:
+        # An operation lock does not refuse the release. Neither DeleteInstance's reference
+        # (https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-deleteinstance)
+        # nor the spot interruption guides name an error for a "Recycling" lock, and the one
+        # lock ECS documents API by API, "security", leaves DeleteInstance/DeleteInstances
+        # unaffected ("API operations that are not listed ... are unaffected":
+        # https://www.alibabacloud.com/help/en/ecs/developer-reference/api-behavior-when-an-instance-is-locked-for-security-reasons).
+        # So a locked spot instance is released by the status rules alone: Stopped without
+        # Force, Running with it (what `orch down` does during the notice).
         with self.lock:
             self.reap()
             instance = self.instance(region, instance_id)
