@@ -4,6 +4,7 @@ TCP scaling, ranking (type, nodes) pairs by cost per job, and `--nodes` on the c
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,6 +75,10 @@ def test_a_70b_full_fine_tune_gets_a_multi_node_winner_with_nodes_auto() -> None
     with pytest.raises(UsageError) as caught:  # one node: nothing fits, the hint says so
         plan_job(LLAMA_70B, PlanOptions(cloud="aws"))
     assert "plan it with --nodes" in caught.value.message
+    # ... and "cheaper if" plans the lever: its winner is a cluster, with its cost.
+    assert re.search(
+        r"--nodes auto: \d × \S+ \(aws [^)]*\) \$[\d,.]+ for the job", caught.value.message
+    )
     plan = plan_job(LLAMA_70B, PlanOptions(cloud="aws", nodes=None))
     win = plan.choice
     assert win.nodes in (2, 4, 8)
