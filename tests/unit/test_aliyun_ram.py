@@ -245,3 +245,13 @@ def test_a_box_identity_becomes_the_module_s_ram_inputs():
         identity_vars(BoxIdentity(existing="a+b"))
     with pytest.raises(UsageError, match="no OSS bucket name"):
         identity_vars(BoxIdentity(stores=("s3://my.bucket/runs",)))
+
+
+def test_credentials_without_ram_rights_list_no_roles_and_other_errors_stand(sim):
+    role("orch-b1-1", **{"orch:box": "b1", "orch:region": REGION})
+    sim.backend.inject_fault("ListTagResources", "NoPermission")
+    assert ram.list_tagged(REGION, {}) == []  # could not have created one either
+    sim.backend.inject_fault("ListTagResources", "Throttling")
+    with pytest.raises(AliyunError, match="Throttling"):
+        ram.list_tagged(REGION, {})
+    assert [r.id for r in ram.list_tagged(REGION, {})] == ["orch-b1-1"]

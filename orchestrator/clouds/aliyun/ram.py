@@ -26,6 +26,8 @@ from orchestrator.clouds.base import BOX_TAG, TaggedResource
 RAM_API_VERSION = "2015-05-01"
 REGION_TAG = "orch:region"
 KINDS = {"role": "ram_role", "policy": "ram_policy"}
+# What RAM answers a caller without the right (STS and RAM: NoPermission; Forbidden.RAM).
+DENIED = ("NoPermission", "Forbidden")
 
 
 def ram_rpc(region: str, action: str, query: dict[str, Any]) -> dict[str, Any]:
@@ -57,27 +59,39 @@ def _gone(exc: AliyunError) -> bool:
 
 
 def list_tagged(region: str, tags: dict[str, str | None]) -> list[TaggedResource]:
-    """orch's roles and policies of `region` carrying every given tag (None: any value)."""
+    """orch's roles and policies of `region` carrying every given tag (None: any value).
+
+    Credentials without RAM rights (a RAM user with ECS and VPC permissions only, as before
+    boxes had roles) list none: such credentials cannot have created a role either, since
+    `terraform apply` fails at CreateRole first."""
     found: list[TaggedResource] = []
-    wanted = json.dumps([{"Key": REGION_TAG, "Value": region}])
     for kind, resource_kind in KINDS.items():
-        by_name: dict[str, dict[str, str]] = {}
-        token = None
-        while True:
-            body = ram_rpc(
-                region,
-                "ListTagResources",
-                {"ResourceType": kind, "Tag": wanted, "NextToken": token},
-            )
-            for row in body.get("TagResources") or []:
-                by_name.setdefault(row["ResourceName"], {})[row["TagKey"]] = row.get("TagValue", "")
-            token = body.get("NextToken") or None
-            if not body.get("IsTruncated") or not token:
-                break
+        try:
+            by_name = _tags_by_name(region, kind)
+        except AliyunError as exc:
+            if exc.code.startswith(DENIED):
+                return []
+            raise
         for name, have in sorted(by_name.items()):
             if have.get(REGION_TAG) == region and have.get(BOX_TAG) and _matches(have, tags):
                 found.append(TaggedResource(resource_kind, name, name, have, region=region))
     return found
+
+
+def _tags_by_name(region: str, kind: str) -> dict[str, dict[str, str]]:
+    """{resource name: its tags} of the `kind` resources tagged with `region`, all pages."""
+    wanted = json.dumps([{"Key": REGION_TAG, "Value": region}])
+    by_name: dict[str, dict[str, str]] = {}
+    token = None
+    while True:
+        body = ram_rpc(
+            region, "ListTagResources", {"ResourceType": kind, "Tag": wanted, "NextToken": token}
+        )
+        for row in body.get("TagResources") or []:
+            by_name.setdefault(row["ResourceName"], {})[row["TagKey"]] = row.get("TagValue", "")
+        token = body.get("NextToken") or None
+        if not body.get("IsTruncated") or not token:
+            return by_name
 
 
 def _matches(have: dict[str, str], tags: dict[str, str | None]) -> bool:

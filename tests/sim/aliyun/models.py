@@ -346,6 +346,10 @@ FAULT_STATUS: dict[str, tuple[int, str]] = {
         "please try again later.",
     ),
     "Throttling": (400, "Request was denied due to request throttling."),
+    "NoPermission": (
+        403,
+        "You are not authorized to do this action. You should be authorized by RAM.",
+    ),
     "ServiceUnavailable": (
         503,
         "The request has failed due to a temporary failure of the server.",
