@@ -7,31 +7,35 @@ ranks, a figure that can be compared with the hardware's link rate whatever n is
 
 What a cluster should reach: a ring all_reduce over N nodes moves 2(N-1)/N x S bytes in and
 out of each node, so with B bytes/s of network per node, algbw <= B x N / (2(N-1)) and
-busbw <= B x (n-1)/n x N/(N-1) (about B on many nodes; up to 2B on two, which is why two
-p4d.24xlarge, 50 GB/s of EFA each, show 77 GB/s busbw: SkyPilot PR #8966, 2026-02-28). The
-GPUs inside a node share the same ring, so the box's own collective bandwidth (catalog
-interconnect.toml) bounds it too. B is the type's network figure from the catalog (EFA on
-p4d/p4de/p5/p5en/p6 and the larger g-types; ENA/TCP otherwise). A measurement below
-MIN_FRACTION of that is not a slow network but a wrong path: NCCL on TCP sockets where EFA
-was expected, as in SkyPilot #8391 (about 20 GB/s where 77.9 was expected on 2 x p4de).
+busbw <= B x (n-1)/n x N/(N-1) (about B on many nodes; up to 2B on two). B is the rate
+`orch plan --nodes` assumed for the type (catalog network.toml at orchestrator/sizing/nodes.py's
+fabric efficiency: 80 % of the line rate on EFA, 50 % over TCP and at most 50 Gbit/s), so the
+check holds a cluster to what its plan counted on. The GPUs inside a node share the same ring,
+so the box's own collective bandwidth (catalog interconnect.toml) bounds it too. For two
+p4d.24xlarge (400 Gbit/s EFA, 16 GPUs): B = 40 GB/s, 75 GB/s expected; SkyPilot measured 77
+with EFA in use (skypilot-org/skypilot PR #8966, 2026-02-28). A measurement below
+MIN_FRACTION of the figure is not a slow network but a wrong path: NCCL on TCP sockets where
+EFA was expected, as in skypilot-org/skypilot#8391 (about 20 GB/s where 77.9 was expected on
+2 x A100:8).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import OrchError
+from orchestrator.sizing.nodes import effective_bytes_per_s
+
+if TYPE_CHECKING:
+    from orchestrator.catalog.network import NodeNetwork
 
 # Below this fraction of the expected bus bandwidth, a cluster fails its check.
 MIN_FRACTION = 0.5
 GB = 1e9  # nccl-tests' GB/s are 1e9 bytes per second
 MAX_BYTES = 1 << 40
 MAX_WORLD = 64 * 64  # MAX_NODES x GPUs
-
-_NETWORK = re.compile(r"^\s*(up to\s+)?(\d+(?:\.\d+)?)\s*(gigabit|gbps|gbit/s)\s*$", re.IGNORECASE)
 
 
 def bus_factor(world_size: int) -> float:
@@ -123,15 +127,6 @@ class Expectation:
         return asdict(self)
 
 
-def network_gbit(text: str) -> tuple[float, bool] | None:
-    """("400 Gigabit" -> (400.0, False)), ("Up to 25 Gigabit" -> (25.0, True)); None when
-    the catalog's network text is not a rate."""
-    match = _NETWORK.match(text or "")
-    if not match:
-        return None
-    return float(match.group(2)), bool(match.group(1))
-
-
 def cluster_ceiling_gbps(node_gbps: float, nodes: int, world_size: int) -> float:
     """busbw a ring all_reduce reaches when each node's network (GB/s) is the bottleneck."""
     if nodes < 2:
@@ -140,31 +135,33 @@ def cluster_ceiling_gbps(node_gbps: float, nodes: int, world_size: int) -> float
 
 
 def expected_for(
-    instance: Any,
+    instance_type: str,
+    network: NodeNetwork | None,
     nodes: int,
     world_size: int,
     box_busbw_gbps: float | None = None,
 ) -> Expectation:
-    """What `nodes` boxes of the catalog type `instance` (an InstanceType) should reach."""
-    rate = network_gbit(instance.network)
-    link = "EFA" if instance.efa else "ENA (TCP)"
-    source = f"{instance.source.url} ({instance.source.date})"
-    if rate is None:
-        basis = f"{instance.name}: no network rate in the catalog ({instance.network!r})"
-        return Expectation(None, basis, instance.efa, source)
-    gbit, burst = rate
-    if burst:
+    """What `nodes` boxes of `instance_type` should reach: the rate the plan assumed for their
+    network (catalog network.toml at sizing.nodes' fabric efficiency and TCP ceiling), turned
+    into bus bandwidth by the ring bound, and at most the box's own GPU collective rate."""
+    if network is None:
         basis = (
-            f"{instance.name}: {instance.network} {link} is a burst rate, not a floor;"
-            " no expectation (give one with --expect-busbw)"
+            f"{instance_type} has no fixed network figure in the catalog (an 'up to' burst "
+            "rate, or not listed); no expectation (give one with --expect-busbw)"
         )
-        return Expectation(None, basis, instance.efa, source)
-    ceiling = cluster_ceiling_gbps(gbit / 8, nodes, world_size)
-    basis = f"{nodes} x {instance.name}, {instance.network} {link} per node"
+        return Expectation(None, basis)
+    source = f"{network.source.url} ({network.source.date})"
+    rate = effective_bytes_per_s(network) / GB
+    ceiling = cluster_ceiling_gbps(rate, nodes, world_size)
+    fabric = "EFA" if network.fabric == "efa" else "TCP"
+    basis = (
+        f"{nodes} x {instance_type}, {network.gbps:g} Gbit/s {fabric} per node, "
+        f"{rate:g} GB/s as planned"
+    )
     if box_busbw_gbps is not None and world_size > nodes and box_busbw_gbps < ceiling:
         ceiling = box_busbw_gbps
         basis += f", bounded by the box's own {box_busbw_gbps:g} GB/s between its GPUs"
-    return Expectation(round(ceiling, 3), basis, instance.efa, source)
+    return Expectation(round(ceiling, 3), basis, network.fabric == "efa", source)
 
 
 def given_expectation(busbw: float) -> Expectation:

@@ -178,19 +178,21 @@ def check_nodes(
 def expectation_for(
     box: Box, nodes: int, world_size: int, override_gbps: float | None
 ) -> busbw.Expectation:
-    """--expect-busbw when given, else the catalog's figure for the box's type."""
+    """--expect-busbw when given, else what the plan assumed for the box's type."""
     if override_gbps is not None:
         return busbw.given_expectation(override_gbps)
     from orchestrator.catalog import find_instance
     from orchestrator.catalog.interconnect import interconnect_of
+    from orchestrator.catalog.network import network_of
 
+    name = box.candidate.instance_type
+    network = network_of(box.cloud, name)
     try:
-        instance = find_instance(box.cloud, box.candidate.instance_type)
+        inside = interconnect_of(find_instance(box.cloud, name).family)
     except OrchError:
-        basis = f"{box.candidate.instance_type} is not in the catalog; no expectation"
-        return busbw.Expectation(None, basis)
-    inside = interconnect_of(instance.family)
-    return busbw.expected_for(instance, nodes, world_size, inside.busbw_gbps if inside else None)
+        inside = None
+    box_rate = inside.busbw_gbps if inside else None
+    return busbw.expected_for(name, network, nodes, world_size, box_rate)
 
 
 def check_cluster(
