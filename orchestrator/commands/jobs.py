@@ -210,17 +210,21 @@ def _local_dir(path: str):  # noqa: ANN202
 )
 @ssh_config_option()
 def stop(name: str, run_id: str | None, timeout: float, ssh_config: str | None) -> None:
-    """Stop the run on box NAME: TERM, then KILL after 30 s. The box stays; `orch wait NAME`
-    then fetches and destroys what the run created.
+    """Stop the run on box NAME (on a cluster: on every node): TERM, then KILL after 30 s. The
+    box stays; `orch wait NAME` then fetches and destroys what the run created.
 
     \b
     Examples:
       orch stop exp2
     """
+    from orchestrator.provision.cluster import cluster_nodes
     from orchestrator.run import remote, shell
 
     bounded("--timeout", timeout, low=1, high=DAY_S)
     box, run, transport = _box_and_run(name, run_id, ssh_config)
+    if len(cluster_nodes(box)) > 1:
+        _stop_cluster(box, run["run_id"], timeout, ssh_config)
+        return
     out = shell.call_ok(
         transport,
         remote.stop_script(run["run_id"]),
@@ -232,6 +236,24 @@ def stop(name: str, run_id: str | None, timeout: float, ssh_config: str | None) 
     parsed = remote.parse_exit_line(out)
     shown = f"exit {parsed[0]}" if parsed else "it was not running"
     click.echo(f"run {run['run_id']} on box {name} stopped ({shown})", err=True)
+
+
+def _stop_cluster(box: Any, run_id: str, timeout: float, ssh_config: str | None) -> None:
+    """Every node of a cluster box, at once: a run whose orch died runs on all of them."""
+    from orchestrator.check.cluster import node_transports
+    from orchestrator.errors import OrchError
+    from orchestrator.run.cluster_job import stop_everywhere
+
+    results = stop_everywhere(node_transports(box, ssh_config), run_id, timeout)
+    for index, shown, _ in results:
+        if shown is not None:
+            click.echo(
+                f"run {run_id} on node {index} of box {box.name} stopped ({shown})", err=True
+            )
+    failed = [(index, error) for index, _, error in results if error is not None]
+    if failed:
+        index, error = failed[0]
+        raise OrchError(f"{len(failed)} node(s) not stopped; node {index}: {error}")
 
 
 @click.command("ssh", context_settings={"allow_interspersed_args": False})

@@ -283,6 +283,8 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
     from orchestrator.plan_validate import validate_plan
 
     validate_plan(plan, spot_bid=bid)
+    if options["detach"] and any(getattr(c, "nodes", 1) > 1 for c in plan.candidates()):
+        raise UsageError("--detach works on one box: a cluster run stays attached")
     if options["fallback_on_demand"] and not options["spot_recovery"]:
         raise UsageError("--fallback-on-demand goes with --spot-recovery N")
     from orchestrator.provision.preflight import preflight

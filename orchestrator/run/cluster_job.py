@@ -319,3 +319,27 @@ class ClusterJob:
             return None
 
         return [path for path in parallel(fetch, self.jobs) if path]
+
+
+def stop_everywhere(
+    pairs: list[tuple[ClusterNode, SshTransport]], run_id: str, retry_s: float
+) -> list[tuple[int, str | None, str | None]]:
+    """Stop run `run_id` on every node at once (`orch stop` of a cluster box): per node, its
+    index, "exit N" or "it was not running", or the error that kept it from being stopped."""
+
+    def stop(pair: tuple[ClusterNode, SshTransport]) -> tuple[int, str | None, str | None]:
+        node, transport = pair
+        try:
+            out = shell.call_ok(
+                transport,
+                remote.stop_script(run_id),
+                what=f"stopping the run on node {node.index}",
+                timeout=remote.STOP_GRACE_S + 15,
+                retry_s=retry_s,
+            )
+        except OrchError as exc:
+            return node.index, None, exc.one_line()
+        parsed = remote.parse_exit_line(out)
+        return node.index, f"exit {parsed[0]}" if parsed else "it was not running", None
+
+    return parallel(stop, pairs)

@@ -25,7 +25,7 @@ from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, Usage
 from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import lifecycle
 from orchestrator.provision.boxes import Box, box_exists, load_box
-from orchestrator.provision.cluster import cluster_nodes
+from orchestrator.provision.cluster import cluster_nodes, node_count
 from orchestrator.provision.terraform import Interrupted
 from orchestrator.run import checkpoints, on_cluster, remote, shell, sync, terminal
 from orchestrator.run import record as records
@@ -355,6 +355,11 @@ class Run:
         assert box is not None
         attempt = self.report.attempts[-1]
         nodes = cluster_nodes(box)
+        if len(nodes) != node_count(box):  # a cluster plan, but one box came up (or the reverse)
+            raise OrchError(
+                f"box {box.name} was planned as {node_count(box)} nodes but its record lists"
+                f" {len(nodes)}: it cannot run the job with its planned world size"
+            )
         if len(nodes) > 1:
             self._attempt_on_cluster(box, attempt)
             return

@@ -27,7 +27,7 @@ import pytest
 from orchestrator.provision.boxes import Box
 from tests import support
 from tests.e2e import sshbox
-from tests.e2e.conftest import REPO, orch_argv
+from tests.e2e.conftest import REPO, orch_argv, run_orch
 from tests.e2e.test_run import Lines, wait_until
 from tests.support import require
 
@@ -100,11 +100,15 @@ class Cluster:
         return sorted((self.homes[node] / ".orch" / "runs").iterdir())[-1]
 
 
-def write_record(home: Path, name: str, outputs: dict, gpus: int, key: Path | None) -> Path:
-    """A box record as `up` leaves it (a cluster's outputs carry `nodes`), with its key."""
+def write_record(
+    home: Path, name: str, outputs: dict, gpus: int, key: Path | None, planned: int = 0
+) -> Path:
+    """A box record as `up` leaves it (a cluster's outputs carry `nodes`, its plan row says
+    how many), with its key."""
     directory = home / "boxes" / name
     directory.mkdir(parents=True, mode=0o700)
-    row = support.candidate("g5.xlarge", ssh_user=outputs["ssh_user"], gpu_count=gpus)
+    count = planned or len(outputs.get("nodes") or [0])
+    row = support.candidate("g5.xlarge", ssh_user=outputs["ssh_user"], gpu_count=gpus, nodes=count)
     Box(name=name, directory=directory, cloud="aws", region="us-east-1", candidate=row,
         state="up", created_at="2026-12-05T08:00:00Z", expires_at=None, outputs=outputs,
         owner="e2e@orch-tests", state_url=None).save()  # fmt: skip
@@ -125,6 +129,8 @@ def write_cluster_record(home: Path, user: str) -> Path:
     # An ordinary 2-GPU box on node 0's sshd: no `nodes` output.
     solo = {"public_ip": PUBLIC[0], "private_ip": PRIVATE[0], "ssh_user": user}
     write_record(home, "solo", solo, 2, key)
+    # Planned as 2 nodes, but one box came up (a cluster provisioning that fell short).
+    write_record(home, "halfway", solo, 1, key, planned=2)
     return key
 
 
@@ -212,6 +218,15 @@ def test_one_box_with_two_gpus_runs_one_worker_per_gpu(cluster: Cluster):
     assert json.loads(stdout)["node_logs"] == []  # one box: its output is the stream
 
 
+def test_a_box_with_fewer_nodes_than_planned_does_not_run(cluster: Cluster):
+    args = cluster.run_args(cluster.workdir("halfway"), "--", "true")
+    args[args.index(BOX)] = "halfway"
+    result = run_orch(args, cluster.env)
+    assert result.returncode == 1, result.stderr
+    assert "planned as 2 nodes but its record lists 1" in json.loads(result.stdout)["error"]
+    assert not (cluster.homes[0] / "orch" / "work" / "halfway").exists()  # nothing synced
+
+
 def test_a_node_that_never_joins_ends_the_run_at_the_rendezvous_timeout(cluster: Cluster):
     workdir = cluster.workdir("nojoin")
     # Node 2's setup never ends: its torchrun never joins the rendezvous.
@@ -240,6 +255,25 @@ def test_a_node_that_never_joins_ends_the_run_at_the_rendezvous_timeout(cluster:
         status = (cluster.run_dir(node) / "exit").read_text().split()
         assert len(status) == 2, node
     assert (cluster.run_dir(2) / "exit").read_text().split()[1] == "setup"
+
+
+def test_orch_stop_stops_a_run_whose_orch_died_on_every_node(cluster: Cluster):
+    workdir = cluster.workdir("orphan")
+    proc = cluster.start(
+        *cluster.run_args(workdir, "--", sys.executable, "ddp.py", "100000", "0.1")
+    )
+    out = Lines(proc.stderr)
+    out.wait_for("step 2", timeout=300)
+    proc.kill()  # orch SIGKILLed: nothing of it stops the job, which runs on on all three nodes
+    proc.wait(timeout=30)
+    pids = [int((cluster.run_dir(i) / "pid").read_text()) for i in range(3)]
+    assert all(alive(pid) for pid in pids)
+    stopped = run_orch(["stop", BOX], cluster.env)
+    assert stopped.returncode == 0, stopped.stderr
+    for node in range(3):
+        assert f"on node {node} of box trio stopped (exit " in stopped.stderr
+        assert (cluster.run_dir(node) / "exit").exists()  # written by the wrapper as it ends
+        wait_until(lambda n=node: not alive(pids[n]), f"node {node}'s wrapper to end", timeout=30)
 
 
 def test_losing_a_node_mid_run_stops_the_job_on_every_node(cluster: Cluster):

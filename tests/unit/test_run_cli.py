@@ -88,7 +88,17 @@ BAD_RUNS = [
     (("--ttl", ""), ("true",), ("ttl",)),
     (("--name", "Bad_Name"), ("true",), ("bad box name",)),
     (("--detach", "--spot-recovery", "1"), ("true",), ("--detach",)),
+    (("--launcher", "mpirun"), ("true",), ("--launcher",)),
+    (("--rendezvous-timeout", "5s"), ("true",), ("--rendezvous-timeout",)),
+    (("--env", "ORCH_NODE_RANK=1"), ("true",), ("orch sets ORCH_NODE_RANK",)),
 ]
+
+
+def test_a_cluster_plan_is_refused_detached_before_anything_runs(home, tmp_path, workdir, capsys):
+    plan = plan_file(tmp_path, candidate("p4d.24xlarge", nodes=2))
+    argv = ["run", "--plan", plan, "--ssh-cidr", CIDR, "--workdir", workdir, "--detach"]
+    refused(capsys, *argv, "--", "true", words=("--detach", "cluster"))
+    assert not (home / "boxes").exists() or not any((home / "boxes").iterdir())
 
 
 @pytest.mark.parametrize(("extra", "command", "words"), BAD_RUNS)
