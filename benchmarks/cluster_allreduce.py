@@ -5,9 +5,12 @@ at several sizes. Prints the probe's algbw and busbw (orchestrator/check/busbw.p
 On CPUs (gloo) it shows what the loopback "nodes" of tests/e2e/test_check_cluster.py reach,
 so their --expect-busbw figures can be chosen far from it. On a machine with GPUs
 (`--backend nccl --gpus-per-node K`, 2K GPUs) each agent gets K of them
-(CUDA_VISIBLE_DEVICES): a device check of the probe's NCCL path.
+(CUDA_VISIBLE_DEVICES): a device check of the probe's NCCL path. With one GPU, `--agents 1`
+runs the probe alone (NCCL refuses two ranks on one GPU): busbw is 0 for one rank, so only
+the time per all_reduce and the probe's own sum check are shown.
 
     python benchmarks/cluster_allreduce.py [--backend gloo] [--sizes 1,4,16,64] [--rounds 3]
+    python benchmarks/cluster_allreduce.py --backend nccl --agents 1 --sizes 256
 """
 
 from __future__ import annotations
@@ -40,16 +43,17 @@ def torchrun() -> list[str]:
     return [found] if Path(found).exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
-def one_run(backend: str, per_node: int, size: int) -> busbw.Measurement:
+def one_run(backend: str, per_node: int, size: int, nodes: int = 2) -> dict:
+    """The probe's JSON answer for one run of `nodes` agents."""
     port, agents = free_port(), []
-    for node in range(2):
+    for node in range(nodes):
         env = dict(os.environ)
         if backend == "nccl":
             first = node * per_node
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(first + i) for i in range(per_node))
         argv = [
             *torchrun(),
-            "--nnodes", "2", "--nproc-per-node", str(per_node),
+            "--nnodes", str(nodes), "--nproc-per-node", str(per_node),
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
             "--rdzv-id", f"bench-{port}", "--rdzv-conf", f"is_host={int(node == 0)}",
             "--max-restarts", "0", "--local-addr", "127.0.0.1",
@@ -60,7 +64,10 @@ def one_run(backend: str, per_node: int, size: int) -> busbw.Measurement:
     if any(agent.returncode for agent in agents):
         raise SystemExit(f"torchrun failed: {[a.returncode for a in agents]}")
     line = next(x for out in outputs for x in out.splitlines() if x.startswith(RESULT_MARK))
-    return busbw.measurement_from(json.loads(line[len(RESULT_MARK) :]))
+    answer = json.loads(line[len(RESULT_MARK) :])
+    if not answer.get("correct"):
+        raise SystemExit(f"the probe's sums were wrong: {answer}")
+    return answer
 
 
 def main() -> None:
@@ -69,14 +76,25 @@ def main() -> None:
     parser.add_argument("--gpus-per-node", type=int, default=1)
     parser.add_argument("--sizes", default="1,4,16,64", help="MiB, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--agents", type=int, choices=(1, 2), default=2)
     args = parser.parse_args()
-    print(f"backend {args.backend}, 2 agents x {args.gpus_per_node} process(es), 127.0.0.1")
-    print(f"{'MiB':>6} {'algbw GB/s':>11} {'busbw GB/s':>11}  (median of {args.rounds})")
+    print(
+        f"backend {args.backend}, {args.agents} agent(s) x {args.gpus_per_node} process(es), "
+        f"127.0.0.1"
+    )
+    print(
+        f"{'MiB':>6} {'ms/op':>9} {'algbw GB/s':>11} {'busbw GB/s':>11}  (median of {args.rounds})"
+    )
     for mib in (int(x) for x in args.sizes.split(",")):
-        runs = [one_run(args.backend, args.gpus_per_node, mib << 20) for _ in range(args.rounds)]
-        alg = statistics.median(m.algbw_gbps for m in runs)
-        bus = statistics.median(m.busbw_gbps for m in runs)
-        print(f"{mib:>6} {alg:>11.3f} {bus:>11.3f}")
+        answers = [
+            one_run(args.backend, args.gpus_per_node, mib << 20, args.agents)
+            for _ in range(args.rounds)
+        ]
+        per_op = statistics.median(a["seconds"] / a["iters"] for a in answers)
+        world = answers[0]["world_size"]
+        alg = busbw.algbw_gbps(mib << 20, per_op)
+        bus = alg * busbw.bus_factor(world)
+        print(f"{mib:>6} {per_op * 1e3:>9.3f} {alg:>11.3f} {bus:>11.3f}")
 
 
 if __name__ == "__main__":
