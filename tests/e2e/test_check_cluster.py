@@ -161,3 +161,21 @@ def test_a_node_without_torch_is_named_before_any_launch(nodes, orch_home, tmp_p
     assert result.returncode == 1, result.stderr + result.stdout
     assert "node 1: torchrun not found and python3 cannot import torch" in result.stderr
     assert "node 0:" not in result.stderr  # node 0 has torch
+
+
+def test_a_node_that_never_answers_is_named_and_the_exit_is_1(nodes, orch_home):
+    servers, config = nodes
+    servers[0].serve("t4")
+    save_cluster(servers, "half")
+    servers[1].stop()
+    try:
+        argv = [sys.executable, "-m", "orchestrator", "check", "half", "--ssh-config"]
+        argv += [str(config), "--timeout", "3", "--backend", "gloo", "--json"]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        servers[1].start()
+    assert result.returncode == 1, result.stderr + result.stdout
+    report = json.loads(result.stdout)
+    assert [n["ok"] for n in report["nodes"]] == [True, False]
+    assert "no usable answer" in report["nodes"][1]["unreachable"]
+    assert report["allreduce"]["skipped"] == "node(s) 1 failed the GPU check"
