@@ -402,7 +402,7 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
         shown = ", ".join(f"node {node} {count}x" for node, count in sorted(losses.items()))
         click.echo(f"  nodes lost: {shown}", err=True)
     if report.node_logs:
-        folder = Path(report.node_logs[0]).parent
-        click.echo(f"  logs of {len(report.node_logs)} nodes in {folder}", err=True)
+        folder = Path(report.node_logs[0]).parent.parent  # $ORCH_HOME/runs/RUN_ID
+        click.echo(f"  node logs ({len(report.node_logs)}) in {folder}", err=True)
     if report.error:
         click.echo(f"orch: error: {report.error}", err=True)

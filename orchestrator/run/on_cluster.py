@@ -23,11 +23,12 @@ from orchestrator.run.launcher import (
 )
 from orchestrator.run.spec import RunSpec
 
-LOCAL_RUNS = "runs"  # $ORCH_HOME/runs/RUN_ID/node-I.log: kept after the box is destroyed
+LOCAL_RUNS = "runs"  # $ORCH_HOME/runs/RUN_ID/attempt-A/node-I.log: kept after the box goes
 
 
-def logs_dir(run_id: str) -> Path:
-    return orch_home() / LOCAL_RUNS / run_id
+def logs_dir(run_id: str, attempt: int) -> Path:
+    """Where an attempt's node logs land here: each attempt (recovery) keeps its own."""
+    return orch_home() / LOCAL_RUNS / run_id / f"attempt-{attempt}"
 
 
 def topology_of(box: Box, nodes: list[ClusterNode], run_id: str, join_timeout_s: int) -> Topology:
@@ -98,7 +99,7 @@ def attempt_on_cluster(run: Any, box: Box, attempt: Any, agent_source: str | Non
         cluster.follow(run.sink)
         cluster.finish()
     finally:
-        report.node_logs = cluster.fetch_logs(logs_dir(spec.run_id))
+        report.node_logs += cluster.fetch_logs(logs_dir(spec.run_id, attempt.number))
     code = final = cluster.exit_code()
     if spec.store:
         saved, final, report.error = checkpoints.settle(jobs[0].transport, spec.run_id, code)

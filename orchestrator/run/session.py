@@ -292,9 +292,10 @@ class Run:
         request = self.request
         assert request.plan is not None and request.up_options is not None and self.box
         zone = str((self.box.outputs or {}).get("availability_zone") or "")
-        if not lost.state.lost:
+        if not lost.state.lost and lost.node is None:
             # Reclaimed but still running (the notice period): stop the job there, so it and
-            # the agent save a checkpoint, before the box goes.
+            # the agent save a checkpoint, before the box goes. (A cluster's job was stopped
+            # on every node as soon as the node was lost.)
             self._stop_and_fetch(self.box, fetch=False)
         self.cluster = None
         lifecycle.down(self.box.name, self.box.state_url, self.say, self.progress)

@@ -189,6 +189,7 @@ def test_ddp_across_three_nodes_with_ranks_and_a_final_all_reduce(cluster: Clust
     ]  # fmt: skip
     logs = [Path(p) for p in report["node_logs"]]
     assert [p.name for p in logs] == ["node-0.log", "node-1.log", "node-2.log"]
+    assert {p.parent.name for p in logs} == {"attempt-1"}  # each attempt keeps its own
     found = {}
     for node, log in enumerate(logs):
         (line,) = results(log.read_text())
