@@ -86,7 +86,7 @@ def attempt_on_cluster(run: Any, box: Box, attempt: Any, agent_source: str | Non
                                 upload=job.index == 0)  # fmt: skip
 
     if request.check:
-        run._check(box)
+        check_every_node(box, pairs, request.check_timeout, run.say)
     cluster.start(agent_source, launch_for)
     run.job_started, attempt.job_started = True, time.time()
     run.remote_dir = jobs[0].remote_dir
@@ -111,3 +111,23 @@ def attempt_on_cluster(run: Any, box: Box, attempt: Any, agent_source: str | Non
         run.say(line)
     run._fetch(jobs[0].transport)
     run._save_record("done", exit_code=final)
+
+
+def check_every_node(
+    box: Box, pairs: list[tuple[ClusterNode, Any]], timeout: float, say: Any
+) -> None:
+    """The GPU check of every node, in parallel, as `orch check CLUSTER` does before its
+    all_reduce (check/cluster.py); one line naming each node that fails."""
+    from orchestrator.check.cluster import check_nodes
+    from orchestrator.check.untrusted import printable
+
+    say(f"checking the GPUs of the {len(pairs)} nodes of box {box.name}")
+    problems = []
+    for check in check_nodes(box, pairs, timeout):
+        if check.unreachable:
+            problems.append(f"node {check.node.index}: {check.unreachable}")
+        elif check.report is not None and not check.report.ok:
+            failures = "; ".join(printable(c.message) for c in check.report.failures())
+            problems.append(f"node {check.node.index}: {failures}")
+    if problems:
+        raise OrchError(f"box {box.name} does not match its plan: {' | '.join(problems)}")

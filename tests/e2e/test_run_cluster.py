@@ -91,9 +91,9 @@ class Cluster:
         (folder / "ddp.py").write_text(DDP_PY)
         return folder
 
-    def run_args(self, workdir: Path, *more: str) -> list[str]:
-        return ["run", "--box", BOX, "--no-check", "--workdir", str(workdir),
-                "--watch-interval", "1", "--json", *more]  # fmt: skip
+    def run_args(self, workdir: Path, *more: str, check: bool = False) -> list[str]:
+        return ["run", "--box", BOX, *([] if check else ["--no-check"]), "--workdir",
+                str(workdir), "--watch-interval", "1", "--json", *more]  # fmt: skip
 
     def run_dir(self, node: int) -> Path:
         """The newest run's folder on a node (run ids sort by their start time)."""
@@ -149,6 +149,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         shutil.copy(key, server.key_path)
         shutil.copy(key.with_suffix(".pub"), server.key_path.with_suffix(".pub"))
         sshbox.set_box_environment(server, root / f"home{i}")
+        server.serve("a10g")  # g5.xlarge's GPU, for the check before the job
         server.start()
         servers.append(server)
         homes.append(root / f"home{i}")
@@ -176,8 +177,9 @@ def results(text: str) -> list[dict]:
 
 def test_ddp_across_three_nodes_with_ranks_and_a_final_all_reduce(cluster: Cluster):
     workdir = cluster.workdir("ddp")
-    proc = cluster.start(*cluster.run_args(workdir, "--fetch", "outputs",
-                                           "--", sys.executable, "ddp.py", "3", "0"))  # fmt: skip
+    # Every node's GPUs are checked first (the check is on here).
+    args = ["--fetch", "outputs", "--", sys.executable, "ddp.py", "3", "0"]
+    proc = cluster.start(*cluster.run_args(workdir, *args, check=True))
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-4000:]
     report = json.loads(stdout)
@@ -217,6 +219,19 @@ def test_one_box_with_two_gpus_runs_one_worker_per_gpu(cluster: Cluster):
         (0, 0, 2, 1.0), (1, 1, 2, 1.0)
     ]  # fmt: skip
     assert json.loads(stdout)["node_logs"] == []  # one box: its output is the stream
+
+
+def test_a_node_whose_gpus_do_not_match_stops_the_run_before_it_starts(cluster: Cluster):
+    cluster.servers[2].serve("t4")  # node 2 (reached through rank 0) has the wrong GPU
+    try:
+        args = cluster.run_args(cluster.workdir("wronggpu"), "--", "true", check=True)
+        result = run_orch(args, cluster.env)
+    finally:
+        cluster.servers[2].serve("a10g")
+    assert result.returncode == 1, result.stderr
+    error = json.loads(result.stdout)["error"]
+    assert "does not match its plan: node 2:" in error and "node 0" not in error
+    assert not (cluster.homes[0] / "orch" / "work" / "wronggpu").exists()  # nothing synced
 
 
 def test_a_box_with_fewer_nodes_than_planned_does_not_run(cluster: Cluster):
