@@ -19,7 +19,7 @@ The pool's record is in the local store (ORCH_HOME).
 Each figure is the wall time of one `python -m orchestrator ...` process, start to exit, as a
 CI step would see it. When the target is missed (or with --profile) the lease is profiled:
 interpreter start-up, imports, the record's read and conditional write, the box record's
-materialize and `lifecycle.box_summary`, and cProfile's top entries.
+materialize and `display.box_summary`, and cProfile's top entries.
 
     PYTHONPATH=. .venv/bin/python benchmarks/pool_lease.py [--repeat 5] [--mirror DIR]
         [--profile] [--show-logs]
@@ -84,11 +84,10 @@ t = time.perf_counter(); import orchestrator.cli as cli; mark("import orchestrat
 t = time.perf_counter(); import orchestrator.commands.pool
 mark("import commands.pool (+boxes)", t)
 t = time.perf_counter(); import orchestrator.pool.manager as m
-mark("import pool.manager (+lifecycle)", t)
+mark("import pool.manager (+provision)", t)
 t = time.perf_counter(); import orchestrator.check.transport
 mark("import check.transport", t)
 from orchestrator.pool import store
-from orchestrator.provision import lifecycle
 def timed(owner, attr, label):
     real = getattr(owner, attr)
     def wrapper(*a, **k):
@@ -103,7 +102,7 @@ timed(store.LocalStore, "read", "store read (record)")
 timed(store.LocalStore, "replace", "store conditional write (flock+fsync+rename)")
 timed(m, "_take", "_take (pick + lease in the record)")
 timed(m, "_materialize", "_materialize (load the box record)")
-timed(lifecycle, "box_summary", "lifecycle.box_summary")
+timed(m, "box_summary", "display.box_summary")
 timed(m, "_lease_answer", "_lease_answer (materialize + summary)")
 timed(m, "lease", "manager.lease (all of it)")
 sys.argv = ["orch", *argv]

@@ -244,6 +244,17 @@ def find_instance(cloud: str, name: str) -> InstanceType:
     raise UsageError(f"unknown {cloud} instance type {name!r}", hint=hint)
 
 
+def price_of(cloud: str, instance_type: str, region: str, spot: bool = False) -> float | None:
+    """The catalog's hourly price of `instance_type` in `region` (the price overlay included);
+    None when the catalog does not know it. The one lookup `orch run` prices with."""
+    from orchestrator.errors import OrchError
+
+    try:
+        return find_instance(cloud, instance_type).price(region, spot=spot)
+    except OrchError:
+        return None
+
+
 # ---------------------------------------------------------------------------------- models
 
 

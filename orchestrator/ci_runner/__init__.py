@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestrator.ci_runner import deliver, github, gitlab
@@ -38,6 +38,7 @@ from orchestrator.ci_runner.common import (
 from orchestrator.ci_runner.userdata import render_section
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision.boxes import validate_box_name
+from orchestrator.provision.request import UpRequest
 
 __all__ = ["CiRunner", "Registration", "forget", "from_options", "json_fields", "registered"]
 
@@ -132,17 +133,18 @@ def register(spec: CiRunner, runner_url: str = "") -> Registration:
 
 
 @contextlib.contextmanager
-def registered(spec: CiRunner | None, plan: Any, options: Any, say: Say) -> Iterator[None]:
-    """Around `lifecycle.up`: register first (so a refused token creates nothing) and hand the
-    registration to `options.ci_runner`. If `up` fails and the box record does not keep the
+def registered(spec: CiRunner | None, request: UpRequest, say: Say) -> Iterator[UpRequest]:
+    """Around `launch.up`: register first (so a refused token creates nothing) and give back
+    `request` with the registration (its user-data section and box record) added; without a
+    runner, `request` itself. If `up` fails and the box record does not keep the
     registration, the runner is deleted again; a GitHub runner whose config cannot be handed
     to the box is deleted too. After a successful re-run of a failed box, its earlier runner
     is deleted (a GitHub one first: a JIT runner holds its name until it is removed)."""
     if spec is None:
-        yield
+        yield request
         return
     runner_url = runner_url_for(spec, say)
-    check_fits(spec, plan, runner_url)
+    check_fits(spec, request.plan, runner_url)
     token = (spec.token_env, spec.token)
     previous = _recorded(spec.name)
     if previous and previous.get("kind") == "github" and _failed(spec.name):
@@ -150,9 +152,8 @@ def registered(spec: CiRunner | None, plan: Any, options: Any, say: Say) -> Iter
         previous = None
     registration = register(spec, runner_url)
     say(f"registered a {spec.kind} runner for {spec.repo} with label {spec.label}")
-    options.ci_runner = registration
     try:
-        yield
+        yield replace(request, ci_runner=registration)
     except BaseException:
         if _recorded(spec.name) != registration.record and registration.record.get("runner_id"):
             forget(registration.record, say, token=token)

@@ -21,12 +21,7 @@ from orchestrator.commands.ci_runner_options import ci_runner_options, runner_fr
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.identity_options import box_identity, instance_profile_option
 from orchestrator.commands.job_options import job_from_options, job_options
-from orchestrator.commands.launch_guard import (
-    DEFAULT_TTL,
-    confirm_launch,
-    warn_no_expiry,
-    yes_option,
-)
+from orchestrator.commands.launch_guard import DEFAULT_TTL, ready_to_launch, yes_option
 from orchestrator.commands.selection_options import (
     explicit,
     selection_from_options,
@@ -37,37 +32,11 @@ from orchestrator.jobfile.command import JobFileCommand, job_file_option
 from orchestrator.plan import Plan, read_plan
 
 
-def reserved_tag_prefixes() -> tuple[str, ...]:
-    """Tag key prefixes users may not set: ours, and every registered cloud's own."""
-    from orchestrator import clouds
-    from orchestrator.clouds.base import ORCH_TAG_PREFIX
-
-    return (ORCH_TAG_PREFIX, *(p for c in clouds.all_clouds() for p in c.reserved_tag_prefixes))
-
-
-MAX_TAGS = 30
-
-
 def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
-    """--tag KEY=VALUE (repeatable). Values may hold anything: they travel as JSON."""
-    tags: dict[str, str] = {}
-    for value in values:
-        key, sep, text = value.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise UsageError(f"--tag expects KEY=VALUE, got {value!r}")
-        reserved = reserved_tag_prefixes()
-        if key.lower().startswith(reserved):
-            raise UsageError(
-                f"--tag {key!r}: the prefixes {', '.join(reserved[:-1])} and {reserved[-1]} "
-                "are reserved"
-            )
-        if len(key) > 128 or len(text) > 256:
-            raise UsageError(f"--tag {key[:40]!r}: keys hold at most 128, values 256 characters")
-        tags[key] = text
-    if len(tags) > MAX_TAGS:
-        raise UsageError(f"at most {MAX_TAGS} --tag options")
-    return tags
+    """--tag KEY=VALUE (repeatable): provision.inputs.parse_tags."""
+    from orchestrator.provision.inputs import parse_tags as parse
+
+    return parse(values)
 
 
 def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
@@ -172,77 +141,70 @@ def up(
       orch up --plan plan.json --name exp1 --ssh-alias     # then: ssh orch-exp1
       orch up --plan plan.json --name gpu-7 --ttl 2h --ci-runner github --ci-repo octo/app
     """
-    from orchestrator.provision import lifecycle, state_backend
-    from orchestrator.provision.boxes import validate_box_name
+    from orchestrator.provision import launch
+    from orchestrator.provision.display import box_summary
+    from orchestrator.provision.request import build_request
 
     # Everything the user typed is checked before anything touches a cloud.
-    validate_box_name(name)
     ci = runner_from_options(kwargs, name)  # --ci-*: validated, token from the environment
     via = take_deprecated("--via", via, "--check-via", check_via, explicit("via"))
     # --max-price is up's old name of the bid (planning inline, it also filters, as it did).
     old_bid = kwargs.get("max_price")
     bid = take_deprecated("--spot-bid", spot_bid, "--max-price", old_bid, explicit("spot_bid"))
-    if bid is not None and not (0 < bid < float("inf")):
-        raise UsageError(f"--spot-bid {bid} is not a positive price (USD per hour)")
     bounded("--check-timeout", check_timeout, low=1, high=DAY_S)
     if not no_check and via == "ssh":
         from orchestrator.check.transport import resolve_ssh_config
 
         ssh_config = resolve_ssh_config(ssh_config)  # --ssh-config, else $ORCH_SSH_CONFIG
-    lifecycle.check_ttl(ttl)  # "" is an error; `--ttl none` is the explicit "no expiry"
-    cidrs = lifecycle.normalise_cidrs(list(ssh_cidrs), allow_world_ssh)
-    extra_tags = parse_tags(tags)
-    if state_url:
-        state_backend.parse_state_url(state_url)
-    plan = _plan_from_options(plan_path, kwargs)
-    from orchestrator.plan_validate import validate_plan
-
-    validate_plan(plan, spot_bid=bid)  # every plan value, before any cloud or network call
-    from orchestrator.provision.preflight import preflight
-
-    plan = preflight(plan, make_say(as_json))  # credentials: exit 2 before any record
-    warn_no_expiry(name, ttl, make_say(False))  # under --json too: it is on stderr
-    confirm_launch(plan, name, ttl, yes)  # in a terminal, without --yes: asks first
-    if not cidrs:
-        cidrs = [lifecycle.discover_caller_cidr()]
-    options = lifecycle.UpOptions(
+    request = build_request(
+        lambda: _plan_from_options(plan_path, kwargs),
         name=name,
-        ssh_cidrs=cidrs,
         ttl=ttl,
+        ssh_cidrs=ssh_cidrs,
         allow_world_ssh=allow_world_ssh,
         state_url=state_url,
-        tags=extra_tags,
-        spot_max_price=bid,
+        tags=tags,
+        spot_bid=bid,
         subnet_id=subnet_id,
         ssh_alias=ssh_alias,
         identity=box_identity(kwargs.get("instance_profile"), agent=via != "ssh"),
     )
+    request = ready_to_launch(request, yes, as_json)
     from orchestrator import ci_runner
 
-    with ci_runner.registered(ci, plan, options, make_say(as_json)):  # registers before Terraform
-        box = lifecycle.up(plan, options, make_say(as_json), make_progress(as_json))
-    summary = lifecycle.box_summary(box)
+    # Registers before Terraform; the request it gives back carries the runner's section.
+    with ci_runner.registered(ci, request, make_say(as_json)) as request:
+        box = launch.up(request, make_say(as_json), make_progress(as_json)).box
+    summary = box_summary(box)
     if not no_check:
         _check(box, as_json, via, check_timeout, ssh_config)
+    _print_up(box, summary, as_json, ci_runner.json_fields(box), state_url)
+
+
+UP_JSON_KEYS = (
+    "name",
+    "cloud",
+    "region",
+    "instance_type",
+    "market",
+    "instance_id",
+    "public_ip",
+    "private_ip",
+    "ssh_user",
+    "ssh_command",
+    "expires_at",
+    "ttl",
+    "box_dir",
+    "state_url",
+    "attempts",
+)
+
+
+def _print_up(
+    box: Any, summary: dict[str, Any], as_json: bool, ci: dict[str, Any], state_url: str | None
+) -> None:
     if as_json:
-        keys = (
-            "name",
-            "cloud",
-            "region",
-            "instance_type",
-            "market",
-            "instance_id",
-            "public_ip",
-            "private_ip",
-            "ssh_user",
-            "ssh_command",
-            "expires_at",
-            "ttl",
-            "box_dir",
-            "state_url",
-            "attempts",
-        )
-        shown = {**{k: summary[k] for k in keys}, **ci_runner.json_fields(box)}
+        shown = {**{k: summary[k] for k in UP_JSON_KEYS}, **ci}
         click.echo(json.dumps(shown, indent=2))
         return
     click.echo(f"box {box.name} is up: {summary['instance_type']} {summary['instance_id']}")
@@ -309,7 +271,7 @@ def down(
       orch down exp1 --forget            # a record whose box the cloud no longer has
       orch down exp1 --forget --force    # the cloud cannot be asked (credentials gone)
     """
-    from orchestrator.provision import lifecycle
+    from orchestrator.provision import teardown
 
     if force and not forget:
         raise UsageError("--force goes with --forget (it forgets without asking the cloud)")
@@ -317,15 +279,18 @@ def down(
         _forget(name, state_url, force, as_json)
         return
 
+    from orchestrator.ci_runner import forget as forget_runner
     from orchestrator.clouds.base import NoCredentials
 
     try:
-        box = lifecycle.down(name, state_url, make_say(as_json), make_progress(as_json))
+        box = teardown.down(
+            name, state_url, make_say(as_json), make_progress(as_json), forget_runner
+        )
     except NoCredentials as exc:
         raise NoCredentials(
             f"box {name}: {exc.message}", hint=f"or `orch down {name} --forget --force`"
         ) from None
-    except lifecycle.NoSuchBox as exc:
+    except teardown.NoSuchBox as exc:
         if not missing_ok:
             raise
         if as_json:
@@ -367,9 +332,9 @@ def _expiry(expires_at: str | None) -> str:
 
 def box_detail(box: Any) -> dict[str, Any]:
     """`orch status NAME --json`: the summary `orch up --json` prints, plus the plan row."""
-    from orchestrator.provision import lifecycle
+    from orchestrator.provision.display import box_summary
 
-    detail = dict(lifecycle.box_summary(box))
+    detail = dict(box_summary(box))
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     detail["expired"] = bool(box.expires_at and box.expires_at < now)
     detail["candidate"] = box.candidate.to_dict()

@@ -1,5 +1,5 @@
 """The click parameter type of every duration option: shown as DURATION, read by
-commands/durations.py (`30s`, `10m`, `2h`, `1d`), handed to the command as seconds (float)."""
+orchestrator/durations.py (`30s`, `10m`, `2h`, `1d`), handed to the command as seconds (float)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.durations import EXAMPLES, parse_seconds
+from orchestrator.durations import EXAMPLES, parse_seconds
 from orchestrator.errors import UsageError
 
 

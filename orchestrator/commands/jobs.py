@@ -125,7 +125,8 @@ def wait(
       orch wait exp2
       orch wait exp2 --timeout 10h --json
     """
-    from orchestrator.provision import lifecycle
+    from orchestrator.ci_runner import forget
+    from orchestrator.provision import teardown
     from orchestrator.run import checkpoints, record, sync
 
     if timeout is not None:
@@ -146,7 +147,7 @@ def wait(
     record.save_run(box, {**run, "state": "done", "exit_code": code})
     destroyed = False
     if run.get("created_box") and not run.get("keep"):
-        lifecycle.down(box.name, box.state_url, say, make_progress(as_json))
+        teardown.down(box.name, box.state_url, say, make_progress(as_json), forget)
         destroyed = True
     if as_json:
         outcome = {"run_id": run["run_id"], "box": name, "exit_code": code, "step": status.step}

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from orchestrator.commands.durations import parse_seconds
+from orchestrator.durations import parse_seconds
 from orchestrator.errors import EXIT_FAILURE, OrchError
 
 DEFAULT_TTL = "12h"  # a box's lifetime unless told otherwise (up and run alike)
@@ -101,3 +101,19 @@ def yes_option(func: Any) -> Any:
         is_flag=True,
         help="Do not ask before creating the box (nothing asks without a terminal anyway).",
     )(func)
+
+
+def ready_to_launch(request: Any, yes: bool, as_json: bool) -> Any:
+    """After every check (an UpRequest from provision.request.build_request): credentials
+    (exit 2 before any record), the no-expiry warning (on stderr, under --json too), the
+    question in a terminal, then the expiry counted from now and, without --ssh-cidr, this
+    machine's address (a network call, so last)."""
+    from dataclasses import replace
+
+    from orchestrator.commands.console import make_say
+    from orchestrator.provision.preflight import preflight
+
+    request = replace(request, plan=preflight(request.plan, make_say(as_json)))
+    warn_no_expiry(request.name, request.ttl, make_say(False))
+    confirm_launch(request.plan, request.name, request.ttl, yes)
+    return request.for_box().with_caller_cidr()

@@ -1,7 +1,7 @@
 """`orch list`: every box in the local registry, one line each.
 
 Its own module, so that listing boxes loads neither the planning options nor the launch code
-(commands/boxes.py pulls in the CI-runner clients, provision/lifecycle and selection):
+(commands/boxes.py pulls in the CI-runner clients, provision/launch and selection):
 issue 23's target is at most 3x bare Python start-up (benchmarks/startup.py).
 """
 
@@ -53,9 +53,9 @@ def show_list(as_json: bool) -> None:
 
     boxes = list_boxes()
     if as_json:
-        from orchestrator.provision import lifecycle
+        from orchestrator.provision.display import box_summary
 
-        click.echo(json.dumps([lifecycle.box_summary(b) for b in boxes], indent=2))
+        click.echo(json.dumps([box_summary(b) for b in boxes], indent=2))
         return
     if not boxes:
         click.echo("no boxes (create one with `orch up`)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -14,7 +15,7 @@ from orchestrator.commands.check_options import (
     ssh_config_option,
 )
 from orchestrator.commands.console import make_progress, make_say
-from orchestrator.commands.durations import parse_seconds
+from orchestrator.durations import parse_seconds
 from orchestrator.errors import OrchError, UsageError
 
 store_option = click.option(
@@ -90,44 +91,46 @@ def create(name: str, plan_path: str, minimum: int, maximum: int, idle: str, ttl
       orch pool create ci --plan plan.json --store s3://my-bucket/pools --ssh-cidr 203.0.113.0/24
     """
     from orchestrator.plan import read_plan
-    from orchestrator.plan_validate import validate_plan
-    from orchestrator.pool.record import validate_pool_name
-    from orchestrator.provision import lifecycle
+    from orchestrator.pool.record import new_box_name, validate_pool_name
+    from orchestrator.provision import inputs
+    from orchestrator.provision.request import build_request
+    from orchestrator.provision.state_backend import parse_state_url
 
     validate_pool_name(name)
-    lifecycle.check_ttl(ttl)
-    if lifecycle.no_expiry(ttl):
+    inputs.check_ttl(ttl)
+    if inputs.no_expiry(ttl):
         raise UsageError("pool boxes need an expiry: --ttl none is not allowed for a pool")
-    ttl_s = lifecycle.parse_ttl(ttl).total_seconds()
+    ttl_s = inputs.parse_ttl(ttl).total_seconds()
     idle_s = _seconds("--idle", idle, 60, 30 * DAY_S)
     lease_s = _seconds("--lease-ttl", lease_ttl, 60, 7 * DAY_S)
     if lease_s >= ttl_s:
         raise UsageError("--lease-ttl must be shorter than the boxes' --ttl")
     bounded("--check-timeout", check_timeout, low=1, high=DAY_S)
-    if spot_bid is not None and not (0 < spot_bid < float("inf")):
-        raise UsageError(f"--spot-bid {spot_bid} is not a positive price (USD per hour)")
-    cidrs = lifecycle.normalise_cidrs(list(ssh_cidrs), allow_world_ssh)
-    plan = read_plan(plan_path)
-    validate_plan(plan, spot_bid=spot_bid)
+    request = build_request(
+        lambda: read_plan(plan_path),
+        name=new_box_name(name),  # each box gets its own name when it starts
+        ttl=ttl,
+        ssh_cidrs=ssh_cidrs,
+        allow_world_ssh=allow_world_ssh,
+        spot_bid=spot_bid,
+    )
     handle = _open(name, store_url, as_json, ssh_config=ssh_config, check_timeout=check_timeout)
-    if not cidrs:
-        cidrs = [lifecycle.discover_caller_cidr()]
-    state_url = None
+    request = request.with_caller_cidr()
     if handle.store.kind.shared:
         # Boxes keep their Terraform state next to the record, so any runner can destroy them.
         state_url = handle.store.url.rstrip("/") + f"/pools/{name}/state"
+        request = replace(request, state=parse_state_url(state_url))
     settings = dict(
         minimum=minimum,
         maximum=maximum,
         idle_s=idle_s,
         ttl=ttl,
         lease_ttl_s=lease_s,
-        up={"ssh_cidrs": cidrs, "allow_world_ssh": allow_world_ssh, "spot_bid": spot_bid,
-            "state_url": state_url},
-    )  # fmt: skip
+        up=request.to_dict(),
+    )
     from orchestrator.pool.manager import create as create_pool
 
-    result = create_pool(handle, plan, settings)
+    result = create_pool(handle, request.plan, settings)
     _echo(result, as_json, f"pool {name}: started {len(result['started'])} of {minimum} boxes")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.boxes import _plan_from_options, parse_tags
+from orchestrator.commands.boxes import _plan_from_options
 from orchestrator.commands.check_options import (
     DAY_S,
     bounded,
@@ -20,12 +20,7 @@ from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.duration_type import DURATION, DURATION_OR_ZERO
 from orchestrator.commands.identity_options import box_identity, instance_profile_option
 from orchestrator.commands.job_options import job_options
-from orchestrator.commands.launch_guard import (
-    DEFAULT_TTL,
-    confirm_launch,
-    warn_no_expiry,
-    yes_option,
-)
+from orchestrator.commands.launch_guard import DEFAULT_TTL, ready_to_launch, yes_option
 from orchestrator.commands.selection_options import up_selection_options
 from orchestrator.errors import UsageError
 from orchestrator.jobfile.command import JobFileCommand, file_setting, job_file_option
@@ -207,8 +202,8 @@ def run(command: tuple[str, ...], **options: Any) -> None:
 
 def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
     """Every option checked before any cloud, Terraform or SSH call."""
-    from orchestrator.provision import lifecycle, state_backend
     from orchestrator.provision.boxes import validate_box_name
+    from orchestrator.provision.request import build_request
     from orchestrator.run.session import RunRequest
     from orchestrator.run.spec import RunSpec, parse_env, parse_store
 
@@ -269,39 +264,17 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
             # The leased box's name replaces this placeholder (a valid name) once leased.
             return RunRequest(box_name="pool-box", **common)
         return RunRequest(box_name=validate_box_name(options["box_name"]), **common)
-    name = validate_box_name(options["name"] or spec.run_id)
-    ttl = options["ttl"] if options["ttl"] is not None else DEFAULT_RUN_TTL
-    lifecycle.check_ttl(ttl)
-    bid = options["spot_bid"]
-    if bid is not None and not (0 < bid < float("inf")):
-        raise UsageError(f"--spot-bid {bid} is not a positive price (USD per hour)")
-    cidrs = lifecycle.normalise_cidrs(list(options["ssh_cidrs"]), options["allow_world_ssh"])
-    tags = parse_tags(options["tags"])
-    if options["state_url"]:
-        state_backend.parse_state_url(options["state_url"])
-    plan = _plan_from_options(options["plan_path"], options)
-    from orchestrator.plan_validate import validate_plan
-
-    validate_plan(plan, spot_bid=bid)
-    if options["detach"] and any(getattr(c, "nodes", 1) > 1 for c in plan.candidates()):
-        raise UsageError("--detach works on one box: a cluster run stays attached")
     if options["fallback_on_demand"] and not options["spot_recovery"]:
         raise UsageError("--fallback-on-demand goes with --spot-recovery N")
-    from orchestrator.provision.preflight import preflight
-
-    plan = preflight(plan, make_say(options["as_json"]))  # credentials: exit 2, no record
-    warn_no_expiry(name, ttl, make_say(False))
-    confirm_launch(plan, name, ttl, options["yes"])  # in a terminal, without --yes: asks
-    if not cidrs:
-        cidrs = [lifecycle.discover_caller_cidr()]
-    up_options = lifecycle.UpOptions(
-        name=name,
-        ssh_cidrs=cidrs,
-        ttl=ttl,
+    up = build_request(
+        lambda: _plan_from_options(options["plan_path"], options),
+        name=options["name"] or spec.run_id,
+        ttl=options["ttl"] if options["ttl"] is not None else DEFAULT_RUN_TTL,
+        ssh_cidrs=options["ssh_cidrs"],
         allow_world_ssh=options["allow_world_ssh"],
         state_url=options["state_url"],
-        tags=tags,
-        spot_max_price=bid,
+        tags=options["tags"],
+        spot_bid=options["spot_bid"],
         subnet_id=options["subnet_id"],
         ssh_alias=options["ssh_alias"],
         identity=box_identity(
@@ -309,7 +282,10 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
             stores=(spec.store.for_run(spec.run_id),) if spec.store else (),
         ),
     )
-    return RunRequest(box_name=name, plan=plan, up_options=up_options, **common)
+    if options["detach"] and any(c.nodes > 1 for c in up.plan.candidates()):
+        raise UsageError("--detach works on one box: a cluster run stays attached")
+    up = ready_to_launch(up, options["yes"], options["as_json"])
+    return RunRequest(box_name=up.name, up_options=up, **common)
 
 
 def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:

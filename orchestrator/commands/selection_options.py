@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from orchestrator import clouds
-from orchestrator.commands.durations import parse_hours
 from orchestrator.commands.option_spec import (
     Option,
     apply_click_options,
     given_on_command_line,
     refuse_non_finite,
 )
+from orchestrator.durations import parse_hours
 from orchestrator.errors import UsageError
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.nodes import parse_nodes

@@ -17,7 +17,7 @@ from orchestrator.commands.option_spec import Option
 from orchestrator.commands.selection_options import SELECTION_OPTIONS
 
 SCHEMA_ID = "https://github.com/orch/orch/docs/orch.schema.json"
-# One duration format (commands/durations.py); in the file a unit is always written.
+# One duration format (orchestrator/durations.py); in the file a unit is always written.
 DURATION = {"type": "string", "pattern": r"^\s*[0-9]{1,12}(\.[0-9]{1,9})?\s*[smhd]\s*$"}
 ENV_NAME = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}
 STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1}}

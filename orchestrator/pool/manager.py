@@ -30,8 +30,11 @@ from orchestrator.pool import entries as pool_entries
 from orchestrator.pool import record as pool_record
 from orchestrator.pool.ownership import Unverified, not_ours
 from orchestrator.pool.store import Conflict, RecordStore, open_store, store_tag, update
-from orchestrator.provision import lifecycle
+from orchestrator.provision import launch, teardown
 from orchestrator.provision.boxes import Box, box_exists, load_box
+from orchestrator.provision.display import box_summary, ssh_target
+from orchestrator.provision.request import SCHEMA as REQUEST_SCHEMA
+from orchestrator.provision.request import UpRequest
 
 Say = Callable[[str], None]
 POLL_S = 2.0
@@ -103,22 +106,19 @@ def create(pool: Pool, plan: Plan, settings: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ boxes
 
 
-def _up_options(pool: Pool, data: dict[str, Any], box_name: str) -> lifecycle.UpOptions:
+def _up_request(pool: Pool, data: dict[str, Any], box_name: str) -> UpRequest:
+    """The record's launch request for box `box_name`, checked again (the record is shared),
+    with the pool's tags and its own expiry."""
     up = data["up"]
-    return lifecycle.UpOptions(
-        name=box_name,
-        ssh_cidrs=list(up["ssh_cidrs"]),
-        ttl=data["ttl"],
-        allow_world_ssh=bool(up.get("allow_world_ssh")),
-        state_url=up.get("state_url"),
-        tags={POOL_TAG: pool.name, POOL_STORE_TAG: data["store"]},
-        spot_max_price=up.get("spot_bid"),
-    )
+    if up.get("schema") is None:  # a record from before the whole request was kept
+        up = {**up, "schema": REQUEST_SCHEMA, "plan": data["plan"], "ttl": data["ttl"]}
+    tags = {POOL_TAG: pool.name, POOL_STORE_TAG: data["store"]}
+    return UpRequest.from_dict({**up, "name": box_name}, extra_tags=tags)
 
 
 def _summary(box: Box) -> dict[str, Any]:
     outputs = box.outputs or {}
-    user, _ = lifecycle.ssh_target(box)
+    user, _ = ssh_target(box)
     return {
         "cloud": box.cloud,
         "region": box.region,
@@ -147,9 +147,9 @@ def provision(pool: Pool, box_name: str) -> Box:
     from orchestrator.pool.reset import mark_baseline
 
     data = pool.read()
-    plan = Plan.from_dict(data["plan"])
+    request = _up_request(pool, data, box_name)
     pool.say(f"pool {pool.name}: starting box {box_name}")
-    box = lifecycle.up(plan, _up_options(pool, data, box_name), pool.say, pool.progress)
+    box = launch.up(request, pool.say, pool.progress).box
     report = check_box(box, ssh_config=pool.ssh_config, timeout=pool.check_timeout)
     if not report.ok:
         problems = "; ".join(printable(c.message) for c in report.failures())
@@ -167,12 +167,19 @@ def _destroy(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> b
     box = _materialize(pool, box_name, data)
     try:
         if box is not None:
-            lifecycle.down(box_name, None, pool.say, pool.progress)
+            teardown.down(box_name, None, pool.say, pool.progress, _forget)
     finally:
         _drop(pool, box_name)
         if pool.store.kind.shared:
             pool.store.delete(pool_record.key_secret(pool.name, box_name))
     return box_name not in pool.foreign
+
+
+def _forget(record: dict[str, Any], say: Say) -> object:
+    """A box's CI runner registration, removed once the box is gone (provision.teardown)."""
+    from orchestrator.ci_runner import forget
+
+    return forget(record, say)
 
 
 def _drop(pool: Pool, box_name: str) -> None:
@@ -207,8 +214,8 @@ def _find(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box 
     from orchestrator.provision.keys import write_private_key
 
     try:
-        box = lifecycle.restore_box(state_backend.parse_state_url(state_url), box_name)
-    except lifecycle.NoSuchBox:
+        box = teardown.restore_box(state_backend.parse_state_url(state_url), box_name)
+    except teardown.NoSuchBox:
         return None
     secret = pool.store.get_secret(pool_record.key_secret(pool.name, box_name))
     if secret:
@@ -365,7 +372,7 @@ def _lease_answer(
         "box_dir": str(box.directory) if box else None,
     }
     if box is not None:
-        answer["ssh_command"] = lifecycle.box_summary(box).get("ssh_command")
+        answer["ssh_command"] = box_summary(box).get("ssh_command")
     return answer
 
 

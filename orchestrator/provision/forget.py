@@ -37,7 +37,7 @@ def forget(name: str, force: bool, warn: Callable[[str], None]) -> Box:
     validate_box_name(name)
     with box_lock(name):
         if not box_exists(name):
-            from orchestrator.provision.lifecycle import NoSuchBox
+            from orchestrator.provision.teardown import NoSuchBox
 
             raise NoSuchBox(f"no box named {name!r}", hint="see `orch list`")
         box = load_box(name)

@@ -1,7 +1,7 @@
 """Who is working on a box: the orch process running `up`/`down` and its Terraform child.
 
 `up`/`down` write {"pid", "started", "host", "command", "terraform_pid", "terraform"} into
-the box record while they run (see lifecycle._set_state). The start time (field 22 of
+the box record while they run (see steps.set_state). The start time (field 22 of
 /proc/PID/stat, clock ticks since boot) defeats pid reuse: a pid that is alive but started at
 another time is another process. After a SIGKILL of orch (CI timeout, OOM) the record still
 says "creating"; `status`/`list` use this module to say that its orch is gone.

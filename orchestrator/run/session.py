@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from orchestrator import clouds
+from orchestrator.catalog.loader import price_of
 from orchestrator.clouds.base import CloudError, InstanceState
 from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
-from orchestrator.provision import lifecycle
+from orchestrator.provision import launch, teardown
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.cluster import cluster_nodes, node_count
+from orchestrator.provision.request import UpRequest
 from orchestrator.provision.terraform import Interrupted
 from orchestrator.run import checkpoints, on_cluster, remote, shell, sync, terminal
 from orchestrator.run import record as records
@@ -65,8 +67,7 @@ UNREACHABLE = "unreachable"  # a node's state when SSH, not its cloud, says it i
 class RunRequest:
     spec: RunSpec
     box_name: str
-    plan: Plan | None = None  # None: run on the existing box `box_name`
-    up_options: lifecycle.UpOptions | None = None
+    up_options: UpRequest | None = None  # None: run on the existing box `box_name`
     keep: bool = False  # keep a box this run created
     detach: bool = False
     check: bool = True
@@ -79,9 +80,11 @@ class RunRequest:
     launcher: str = "auto"  # auto | torchrun | none (run/launcher.py)
     join_timeout_s: int = 600  # torchrun's rendezvous join_timeout
 
+    @property
+    def plan(self) -> Plan | None:
+        return self.up_options.plan if self.up_options else None
+
     def __post_init__(self) -> None:
-        if self.plan is not None and self.up_options is None:
-            raise UsageError("a run that creates its box needs the box's options")
         if self.spot_recovery < 0 or self.spot_recovery > 20:
             raise UsageError("--spot-recovery takes 0 to 20 recoveries")
         if self.spot_recovery and self.plan is None:
@@ -277,20 +280,16 @@ class Run:
             box = load_box(request.box_name)
             if box.state != "up":
                 raise UsageError(f"box {box.name} is {box.state}, not up", hint="see `orch status`")
-            self._open_attempt(box.candidate, time.time(), box)
+            zone = str((box.outputs or {}).get("availability_zone") or "")
+            self._open_attempt(box.candidate, time.time(), zone)
             self._set_on_demand_price(box.candidate)
             return box
         assert request.up_options is not None
-        started = time.time()
-        self._open_attempt(request.plan.choice, started, None)
-        self._set_on_demand_price(request.plan.choice)
-        box = lifecycle.up(request.plan, request.up_options, self.say, self.progress)
-        self._update_attempt(box)
-        return box
+        return self._launch(request.up_options)
 
     def _replace_box(self, lost: BoxLost, *, on_demand: bool) -> Box:
         request = self.request
-        assert request.plan is not None and request.up_options is not None and self.box
+        assert request.up_options is not None and self.box
         zone = str((self.box.outputs or {}).get("availability_zone") or "")
         if not lost.state.lost and lost.node is None:
             # Reclaimed but still running (the notice period): stop the job there, so it and
@@ -298,27 +297,46 @@ class Run:
             # on every node as soon as the node was lost.)
             self._stop_and_fetch(self.box, fetch=False)
         self.cluster = None
-        lifecycle.down(self.box.name, self.box.state_url, self.say, self.progress)
-        plan = _recovery_plan(request.plan, self.box.candidate, on_demand)
-        options = replace(request.up_options, avoid_zones=(zone,) if zone else ())
-        self._open_attempt(plan.choice, time.time(), None)
-        box = lifecycle.up(plan, options, self.say, self.progress)
-        self._update_attempt(box)
+        teardown.down(self.box.name, self.box.state_url, self.say, self.progress, _forget)
+        plan = _recovery_plan(request.up_options.plan, self.box.candidate, on_demand)
+        again = replace(request.up_options, plan=plan, avoid_zones=(zone,) if zone else ())
+        box = self._launch(again.for_box())
         self.job_started = False
         return box
 
-    def _set_on_demand_price(self, candidate: Candidate) -> None:
-        from orchestrator.catalog.loader import find_instance
-
+    def _launch(self, up: UpRequest) -> Box:
+        """Create a box and open its attempt with what `up` launched (when `up` fails: with
+        the candidate its record says it tried last)."""
+        started = time.time()
         try:
-            instance = find_instance(candidate.cloud, candidate.instance_type)
-            self.report.on_demand_price_per_hour = instance.price(candidate.region, spot=False)
-        except OrchError:
-            self.report.on_demand_price_per_hour = None
+            launched = launch.up(up, self.say, self.progress)
+        except BaseException:
+            tried = load_box(up.name).candidate if box_exists(up.name) else up.plan.choice
+            self._open_attempt(tried, started, "")
+            self._set_on_demand_price(tried)
+            raise
+        self._open_attempt(launched.candidate, started, launched.zone, launched.price_per_hour)
+        self._set_on_demand_price(launched.candidate)
+        return launched.box
+
+    def _set_on_demand_price(self, candidate: Candidate) -> None:
+        if len(self.report.attempts) > 1:
+            return  # the run's first box sets it: the job on one on-demand box
+        self.report.on_demand_price_per_hour = price_of(
+            candidate.cloud, candidate.instance_type, candidate.region
+        )
 
     # ------------------------------------------------------------------------ attempts
 
-    def _open_attempt(self, candidate: Candidate, started: float, box: Box | None) -> None:
+    def _open_attempt(
+        self,
+        candidate: Candidate,
+        started: float,
+        zone: str,
+        price_per_hour: float | None = None,
+    ) -> None:
+        if price_per_hour is None:
+            price_per_hour = candidate.price_per_hour
         self.report.attempts.append(
             Attempt(
                 number=len(self.report.attempts) + 1,
@@ -326,19 +344,11 @@ class Run:
                 region=candidate.region,
                 instance_type=candidate.instance_type,
                 market=candidate.market,
-                zone=str(((box.outputs if box else None) or {}).get("availability_zone") or ""),
-                price_per_hour=candidate.price_per_hour,
+                zone=zone,
+                price_per_hour=price_per_hour,
                 started=started,
             )
         )
-
-    def _update_attempt(self, box: Box) -> None:
-        """The box that came up may be a failover alternative: record what it really is."""
-        attempt = self.report.attempts[-1]
-        attempt.cloud, attempt.region = box.candidate.cloud, box.candidate.region
-        attempt.instance_type, attempt.market = box.candidate.instance_type, box.candidate.market
-        attempt.price_per_hour = box.candidate.price_per_hour
-        attempt.zone = str((box.outputs or {}).get("availability_zone") or "")
 
     def _close_attempt(self, outcome: str, reason: str = "", exit_code: int | None = None) -> None:
         if not self.report.attempts:
@@ -533,7 +543,7 @@ class Run:
                 return
             state_url = self.request.up_options.state_url if self.request.up_options else None
             try:
-                lifecycle.down(name, state_url, self.say, self.progress)
+                teardown.down(name, state_url, self.say, self.progress, _forget)
                 self.report.destroyed = True
             except OrchError as exc:
                 self.say(f"destroying box {name} failed: {exc.one_line()}")
@@ -591,6 +601,13 @@ def _prepared_dir(output: str) -> str:
         raise OrchError(f"preparing the run: {exc}") from None
 
 
+def _forget(record: dict[str, Any], say: Say) -> object:
+    """A box's CI runner registration, removed once the box is gone (provision.teardown)."""
+    from orchestrator.ci_runner import forget
+
+    return forget(record, say)
+
+
 def _recovery_plan(plan: Plan, lost: Candidate, on_demand: bool) -> Plan:
     """The lost box's candidate first (its other zones are tried first: avoid_zones), then the
     plan's other candidates; all on-demand once spot recoveries are used up."""
@@ -602,8 +619,6 @@ def _recovery_plan(plan: Plan, lost: Candidate, on_demand: bool) -> Plan:
 
 
 def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
-    from orchestrator.catalog.loader import find_instance
-
     result: list[Candidate] = []
     seen: set[tuple[str, str, str]] = set()
     for candidate in candidates:
@@ -614,12 +629,7 @@ def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
             seen.add(where)
             result.append(candidate)
             continue
-        try:
-            price = find_instance(candidate.cloud, candidate.instance_type).price(
-                candidate.region, spot=False
-            )
-        except OrchError:
-            continue
+        price = price_of(candidate.cloud, candidate.instance_type, candidate.region)
         if price is None:
             continue
         seen.add(where)

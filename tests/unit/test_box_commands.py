@@ -1,6 +1,6 @@
 """The box commands' options: `up`'s check and spot bid, the deprecated spellings, and
 `orch status NAME` (one box) against `orch list` (every box). No cloud, no Terraform:
-`lifecycle.up` is replaced by one that records what it was asked and returns a box record.
+`launch.up` is replaced by one that records what it was asked and returns a box record.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.provision import lifecycle
+from orchestrator.provision import launch
 from orchestrator.provision.boxes import Box, box_directory
+from orchestrator.provision.request import UpRequest
 from tests.support import candidate, plan_file, require, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
@@ -62,15 +63,16 @@ def saved_box(name: str, **changes: Any) -> Box:
 
 
 @pytest.fixture
-def fake_up(home: Path, monkeypatch: pytest.MonkeyPatch) -> list[lifecycle.UpOptions]:
-    """`lifecycle.up` that saves a box record instead of calling Terraform."""
-    calls: list[lifecycle.UpOptions] = []
+def fake_up(home: Path, monkeypatch: pytest.MonkeyPatch) -> list[UpRequest]:
+    """`launch.up` that saves a box record instead of calling Terraform."""
+    calls: list[UpRequest] = []
 
-    def up(plan: Any, options: lifecycle.UpOptions, say: Any, progress: Any = None) -> Box:
+    def up(options: UpRequest, say: Any, progress: Any = None) -> launch.Launched:
         calls.append(options)
-        return saved_box(options.name, candidate=plan.choice)
+        box = saved_box(options.name, candidate=options.plan.choice)
+        return launch.Launched(box, box.candidate, "", box.candidate.price_per_hour)
 
-    monkeypatch.setattr(lifecycle, "up", up)
+    monkeypatch.setattr(launch, "up", up)
     return calls
 
 

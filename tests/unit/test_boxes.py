@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.provision import lifecycle, state_backend
+from orchestrator.provision import display, failover, inputs, state_backend, teardown
 from orchestrator.provision.boxes import (
     Box,
     box_lock,
@@ -238,40 +238,40 @@ def test_a_failing_ssh_keygen_is_one_error(tmp_path, monkeypatch):
         ("30m", timedelta(minutes=30)),
         ("2h", timedelta(hours=2)),
         ("1d", timedelta(days=1)),
-        ("1.5h", timedelta(minutes=90)),  # the one duration format (commands/durations.py)
+        ("1.5h", timedelta(minutes=90)),  # the one duration format (orchestrator/durations.py)
         ("90s", timedelta(seconds=90)),
     ],
 )
 def test_ttl(text, delta):
     now = datetime(2026, 12, 2, 19, 0, tzinfo=UTC)
-    assert lifecycle.parse_ttl(text) == delta
+    assert inputs.parse_ttl(text) == delta
     expected = (now + delta).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert lifecycle.expires_at_for(text, now) == expected
+    assert inputs.expires_at_for(text, now) == expected
 
 
 @pytest.mark.parametrize("text", ["", "2", "2x", "0h", "-1h", "30s", "31d", "2 hours", "1e3h"])
 def test_bad_ttl(text):
     with pytest.raises(UsageError, match="--ttl"):
-        lifecycle.parse_ttl(text)
+        inputs.parse_ttl(text)
 
 
 def test_cidrs_are_normalised_and_deduplicated():
     cidrs = ["203.0.113.7/32", "203.0.113.7", "198.51.100.9/24"]
-    assert lifecycle.normalise_cidrs(cidrs, False) == ["203.0.113.7/32", "198.51.100.0/24"]
+    assert inputs.normalise_cidrs(cidrs, False) == ["203.0.113.7/32", "198.51.100.0/24"]
 
 
 @pytest.mark.parametrize("bad", ["0.0.0.0/0", "10.0.0.1/0"])
 def test_world_ssh_needs_opt_in(bad):
     with pytest.raises(UsageError) as info:
-        lifecycle.normalise_cidrs([bad], False)
+        inputs.normalise_cidrs([bad], False)
     assert "--allow-world-ssh" in info.value.one_line()
-    assert lifecycle.normalise_cidrs([bad], True) == ["0.0.0.0/0"]
+    assert inputs.normalise_cidrs([bad], True) == ["0.0.0.0/0"]
 
 
 @pytest.mark.parametrize("bad", ["10.0.0.0/33", "example.com", "2001:db8::/64", ""])
 def test_bad_cidrs(bad):
     with pytest.raises(UsageError, match="--ssh-cidr"):
-        lifecycle.normalise_cidrs([bad], False)
+        inputs.normalise_cidrs([bad], False)
 
 
 class _CheckIp(http.server.BaseHTTPRequestHandler):
@@ -291,8 +291,8 @@ def test_caller_address_from_checkip(monkeypatch):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        monkeypatch.setattr(lifecycle, "CHECKIP_URL", f"http://127.0.0.1:{server.server_port}/")
-        assert lifecycle.discover_caller_cidr() == "198.51.100.4/32"
+        monkeypatch.setattr(inputs, "CHECKIP_URL", f"http://127.0.0.1:{server.server_port}/")
+        assert inputs.discover_caller_cidr() == "198.51.100.4/32"
     finally:
         server.shutdown()
         server.server_close()
@@ -304,9 +304,9 @@ def test_offline_caller_address_asks_for_ssh_cidr(monkeypatch):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed once the block ends: connection refused
-    monkeypatch.setattr(lifecycle, "CHECKIP_URL", f"http://127.0.0.1:{port}/")
+    monkeypatch.setattr(inputs, "CHECKIP_URL", f"http://127.0.0.1:{port}/")
     with pytest.raises(UsageError) as info:
-        lifecycle.discover_caller_cidr(timeout=2)
+        inputs.discover_caller_cidr(timeout=2)
     assert "--ssh-cidr" in info.value.one_line()
     assert "0.0.0.0" not in info.value.one_line()
 
@@ -326,7 +326,7 @@ def test_offline_caller_address_asks_for_ssh_cidr(monkeypatch):
     ],
 )
 def test_capacity_errors_are_recognised(text):
-    assert lifecycle.is_capacity_error(TerraformError("terraform apply failed", [{"detail": text}]))
+    assert failover.is_capacity_error(TerraformError("terraform apply failed", [{"detail": text}]))
 
 
 @pytest.mark.parametrize(
@@ -342,12 +342,12 @@ def test_capacity_errors_are_recognised(text):
     ],
 )
 def test_other_errors_do_not_fail_over(text):
-    assert not lifecycle.is_capacity_error(TerraformError("failed", [{"detail": text}]))
+    assert not failover.is_capacity_error(TerraformError("failed", [{"detail": text}]))
 
 
 def test_box_summary_has_the_ssh_command(home):
     box = make_box("exp1")
-    summary = lifecycle.box_summary(box)
+    summary = display.box_summary(box)
     assert summary["instance_type"] == "g5.xlarge"
     command = summary["ssh_command"]
     assert command.startswith("ssh -i ") and command.endswith(" -l ubuntu -- 198.51.100.7")
@@ -423,7 +423,7 @@ def test_restored_box_runs_only_local_code(home, monkeypatch):
     monkeypatch.setattr(state_backend, "bucket_region", lambda location: "us-east-1")
     monkeypatch.setattr(state_backend, "download_bundle", lambda location, name, region: bundle)
     monkeypatch.setattr(state_backend, "state_facts", lambda location, name, region: (set(), set()))
-    box = lifecycle.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
+    box = teardown.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
     written = [
         p for p in box.directory.parent.parent.rglob("*.tf") if "local-exec" in p.read_text()
     ]
@@ -434,7 +434,7 @@ def test_restored_box_runs_only_local_code(home, monkeypatch):
     bundle["files"] = {"main.tf": evil}
     shutil.rmtree(box.directory)
     with pytest.raises(OrchError, match="no usable terraform.tfvars.json"):
-        lifecycle.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
+        teardown.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "remote1")
 
 
 def test_tags_option():

@@ -30,7 +30,7 @@ from orchestrator.ci_runner import deliver, github
 from orchestrator.ci_runner.common import DEFAULT_RUNNER_URL, from_options
 from orchestrator.cli import main
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.provision import lifecycle
+from orchestrator.provision import inputs, launch, steps
 from orchestrator.provision.boxes import Box, box_directory, box_exists, load_box
 from orchestrator.provision.userdata import USER_DATA_LIMIT, render_user_data
 from tests.sim.github_api import GitHubApi
@@ -620,9 +620,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def tripwire(*_args: Any, **_kwargs: Any) -> None:
         raise Tripwire("reached the cloud")
 
-    monkeypatch.setattr(lifecycle, "render_box", tripwire)
-    monkeypatch.setattr(lifecycle, "_terraform", tripwire)
-    monkeypatch.setattr(lifecycle, "discover_caller_cidr", tripwire)
+    monkeypatch.setattr(launch, "render_box", tripwire)
+    monkeypatch.setattr(steps, "terraform_for", tripwire)
+    monkeypatch.setattr(inputs, "discover_caller_cidr", tripwire)
     return tmp_path / "home"
 
 
@@ -699,7 +699,7 @@ def test_registration_comes_before_terraform_and_the_config_stays_out_of_user_da
         seen.append(request.user_data)
         raise Tripwire("terraform")
 
-    monkeypatch.setattr(lifecycle, "render_box", render)
+    monkeypatch.setattr(launch, "render_box", render)
     plan = plan_file(tmp_path, candidate(AWS))
     with pytest.raises(Tripwire):
         main(up(plan, "gpu-1", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url))
@@ -729,9 +729,9 @@ def fake_apply(
         seen.append(request.user_data)
         box.candidate, box.cloud, box.region = request.candidate, "aws", "us-east-1"
         box.outputs = {"instance_id": "i-0abc", "public_ip": "198.51.100.7", "ssh_user": "ubuntu"}
-        lifecycle._set_state(box, "up", None, location)
+        steps.set_state(box, "up", None, location)
 
-    monkeypatch.setattr(lifecycle, "_attempt", attempt)
+    monkeypatch.setattr(launch, "_attempt", attempt)
 
 
 @pytest.mark.parametrize("kind", ["github", "gitlab"])

@@ -88,7 +88,7 @@ def test_list_and_plan_load_no_more_than_they_need() -> None:
     the time)."""
     job_file_readers = ("orchestrator.jobfile.load", "orchestrator.jobfile.source")
     for argv, absent in (
-        (["list"], ("orchestrator.ci_runner", "orchestrator.provision.lifecycle")),
+        (["list"], ("orchestrator.ci_runner", "orchestrator.provision.launch")),
         (["plan", "--model", "bert-large"], ("yaml", "jsonschema", *job_file_readers)),
     ):
         result = subprocess.run(

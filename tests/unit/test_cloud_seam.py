@@ -28,6 +28,7 @@ MAX_FILES_NAMING_A_CLOUD = 2
 LAYERS: list[tuple[str, ...]] = [
     (
         "orchestrator.errors",
+        "orchestrator.durations",
         "orchestrator.resources",
         "orchestrator.textui",
     ),

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.jobfile.example import EXAMPLE
-from orchestrator.provision import lifecycle
+from orchestrator.provision import inputs, launch
 from tests.support import candidate, plan_file, with_cloud_credentials
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,7 +141,7 @@ def _capture_run(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         raise Tripwire("run")
 
     monkeypatch.setattr(session, "Run", fake_run)
-    monkeypatch.setattr(lifecycle, "discover_caller_cidr", lambda: CIDR)
+    monkeypatch.setattr(inputs, "discover_caller_cidr", lambda: CIDR)
     return seen
 
 
@@ -189,11 +189,11 @@ def test_an_unset_env_name_is_refused_with_its_line(here, capsys, monkeypatch):
 def test_up_with_a_plan_flag_ignores_the_files_model(here, capsys, monkeypatch):
     seen: list[Any] = []
 
-    def fake_up(plan: Any, options: Any, *_args: Any, **_kwargs: Any) -> None:
-        seen.append((plan, options))
+    def fake_up(options: Any, *_args: Any, **_kwargs: Any) -> None:
+        seen.append((options.plan, options))
         raise Tripwire("up")
 
-    monkeypatch.setattr(lifecycle, "up", fake_up)
+    monkeypatch.setattr(launch, "up", fake_up)
     write(here / "orch.yaml", "model: llama-3-8b\nbox:\n  name: filebox\n  ttl: 2h\n")
     plan = plan_file(here, candidate("g5.xlarge"))
     with pytest.raises(Tripwire):

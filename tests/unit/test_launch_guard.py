@@ -24,7 +24,7 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.commands import launch_guard
 from orchestrator.errors import OrchError
-from orchestrator.provision import lifecycle
+from orchestrator.provision import display, inputs, launch, steps
 from orchestrator.provision.boxes import Box
 from tests.support import candidate, plan_file, with_cloud_credentials
 
@@ -51,9 +51,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def tripwire(*_args: Any, **_kwargs: Any) -> None:
         raise Tripwire("reached the cloud")
 
-    monkeypatch.setattr(lifecycle, "render_box", tripwire)
-    monkeypatch.setattr(lifecycle, "_terraform", tripwire)
-    monkeypatch.setattr(lifecycle, "discover_caller_cidr", tripwire)
+    monkeypatch.setattr(launch, "render_box", tripwire)
+    monkeypatch.setattr(steps, "terraform_for", tripwire)
+    monkeypatch.setattr(inputs, "discover_caller_cidr", tripwire)
     return tmp_path / "home"
 
 
@@ -71,11 +71,11 @@ def captured_up_options(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Stop `orch up` where it would create the box, keeping the options it would use."""
     seen: list[Any] = []
 
-    def fake_up(plan: Any, options: Any, *_args: Any, **_kwargs: Any) -> Box:
+    def fake_up(options: Any, *_args: Any, **_kwargs: Any) -> Box:
         seen.append(options)
         raise Tripwire("up")
 
-    monkeypatch.setattr(lifecycle, "up", fake_up)
+    monkeypatch.setattr(launch, "up", fake_up)
     return seen
 
 
@@ -100,7 +100,7 @@ def test_ttl_none_is_warned_about_and_recorded(home, tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert "warning: box exp1 will never expire (--ttl none)" in err  # under --json too
     assert seen[0].ttl == "none"
-    assert lifecycle.expires_at_for(seen[0].ttl) is None
+    assert inputs.expires_at_for(seen[0].ttl) is None
 
 
 def test_the_record_keeps_the_ttl_asked_for(tmp_path):
@@ -122,7 +122,7 @@ def test_the_record_keeps_the_ttl_asked_for(tmp_path):
     data = json.loads(box.record_path.read_text())
     assert data["ttl"] == "none" and data["expires_at"] is None
     assert Box.from_dict(data, tmp_path).ttl == "none"
-    assert lifecycle.box_summary(box)["ttl"] == "none"
+    assert display.box_summary(box)["ttl"] == "none"
 
 
 def test_run_without_ttl_gets_the_same_default(home, tmp_path, capsys, monkeypatch):

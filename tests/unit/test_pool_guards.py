@@ -25,7 +25,7 @@ from orchestrator.clouds import base
 from orchestrator.clouds.base import BOX_TAG, POOL_STORE_TAG, POOL_TAG
 from orchestrator.pool import record as pool_record
 from orchestrator.pool.store import open_store
-from orchestrator.provision import lifecycle
+from orchestrator.provision import teardown
 from orchestrator.provision.boxes import Box, box_directory, box_exists
 from tests.support import candidate
 
@@ -70,7 +70,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setenv(CLOUD_DIR_ENV, str(tmp_path / "cloud"))
     clouds.register("faux", FauxCloud())
     downs: list[str] = []
-    monkeypatch.setattr(lifecycle, "down", lambda name, *_a, **_k: downs.append(name))
+    monkeypatch.setattr(teardown, "down", lambda name, *_a, **_k: downs.append(name))
     yield {"store": open_store(None), "cloud": tmp_path / "cloud", "downs": downs}
     base.unregister("faux")
 

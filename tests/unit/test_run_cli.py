@@ -13,7 +13,7 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.errors import UsageError
 from orchestrator.plan import Plan
-from orchestrator.provision import lifecycle
+from orchestrator.provision import inputs, launch, steps
 from orchestrator.run import session, shell
 from orchestrator.run.spec import RunSpec, parse_env, parse_store, relative_box_path
 from tests.support import candidate, plan_file, with_cloud_credentials
@@ -34,9 +34,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         raise Tripwire("reached a cloud, Terraform or the box")
 
     for target, name in (
-        (lifecycle, "render_box"),
-        (lifecycle, "_terraform"),
-        (lifecycle, "discover_caller_cidr"),
+        (launch, "render_box"),
+        (steps, "terraform_for"),
+        (inputs, "discover_caller_cidr"),
         (shell, "call"),
     ):
         monkeypatch.setattr(target, name, tripwire)

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.provision import lifecycle
+from orchestrator.provision import display, inputs, launch, steps
 from orchestrator.provision.boxes import Box, box_directory
+from orchestrator.provision.request import UpRequest
 from tests.support import candidate, plan_file, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
@@ -37,9 +38,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def tripwire(*_args: Any, **_kwargs: Any) -> None:
         raise Tripwire("reached the cloud")
 
-    monkeypatch.setattr(lifecycle, "render_box", tripwire)
-    monkeypatch.setattr(lifecycle, "_terraform", tripwire)
-    monkeypatch.setattr(lifecycle, "discover_caller_cidr", tripwire)
+    monkeypatch.setattr(launch, "render_box", tripwire)
+    monkeypatch.setattr(steps, "terraform_for", tripwire)
+    monkeypatch.setattr(inputs, "discover_caller_cidr", tripwire)
     return tmp_path / "home"
 
 
@@ -187,7 +188,7 @@ def test_a_refusal_while_rendering_leaves_no_phantom_box(capsys, home, tmp_path,
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise UsageError("--subnet-id is not supported for Aliyun boxes yet")
 
-    monkeypatch.setattr(lifecycle, "render_box", refuse)
+    monkeypatch.setattr(launch, "render_box", refuse)
     plan = plan_file(tmp_path, candidate(ALIYUN))
     refused(capsys, *up_args(plan, "--subnet-id", "vsw-1"), words=("--subnet-id",))
     assert not box_directory("hostile").exists()
@@ -201,7 +202,7 @@ def test_a_bid_the_cloud_would_refuse_leaves_no_phantom_box(
     the box is rendered (the real renderer runs here): exit 2 and no `creating` box."""
     from orchestrator.provision import render
 
-    monkeypatch.setattr(lifecycle, "render_box", render.render_box)
+    monkeypatch.setattr(launch, "render_box", render.render_box)
     plan = plan_file(tmp_path, candidate(ALIYUN, "spot"))
     refused(capsys, *up_args(plan, "--spot-bid", bid), words=("price",))
     assert not box_directory("hostile").exists()
@@ -239,25 +240,25 @@ def test_hostile_options_are_refused(capsys, home, tmp_path, extra, words) -> No
     [["10.0.0.0/8"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/0"]],
 )
 def test_wide_ssh_blocks_pass_with_allow_world_ssh(cidrs) -> None:
-    assert lifecycle.normalise_cidrs(cidrs, allow_world_ssh=True) == cidrs
+    assert inputs.normalise_cidrs(cidrs, allow_world_ssh=True) == cidrs
     if cidrs == ["10.0.0.0/8"]:  # a /8's worth is the limit, not over it
-        assert lifecycle.normalise_cidrs(cidrs, allow_world_ssh=False) == cidrs
+        assert inputs.normalise_cidrs(cidrs, allow_world_ssh=False) == cidrs
 
 
 def test_ttl_none_is_the_explicit_no_expiry(capsys, home, tmp_path, monkeypatch) -> None:
     seen: dict[str, Any] = {}
 
-    def fake_up(plan: Any, options: lifecycle.UpOptions, *_args: Any) -> None:
-        seen["expires_at"] = lifecycle.expires_at_for(options.ttl)
+    def fake_up(options: UpRequest, *_args: Any) -> None:
+        seen["expires_at"] = inputs.expires_at_for(options.ttl)
         raise Tripwire("stop here")
 
-    monkeypatch.setattr(lifecycle, "up", fake_up)
+    monkeypatch.setattr(launch, "up", fake_up)
     plan = plan_file(tmp_path, candidate(AWS))
     for spelling in ("none", "NONE"):
         with pytest.raises(Tripwire):
             run(capsys, *up_args(plan, "--ttl", spelling))
         assert seen["expires_at"] is None
-    assert lifecycle.expires_at_for("2h") is not None
+    assert inputs.expires_at_for("2h") is not None
 
 
 def test_a_lock_timeout_that_is_no_number_is_one_line(capsys, home, monkeypatch) -> None:
@@ -290,7 +291,7 @@ def make_box(name: str, user: str, host: str = "198.51.100.7") -> Box:
 
 
 def test_the_ssh_command_names_the_user_with_l_and_ends_options(home) -> None:
-    command = lifecycle.box_summary(make_box("exp1", "ec2-user"))["ssh_command"]
+    command = display.box_summary(make_box("exp1", "ec2-user"))["ssh_command"]
     assert command.split()[-4:] == ["-l", "ec2-user", "--", "198.51.100.7"]
 
 
@@ -299,5 +300,5 @@ def test_the_ssh_command_names_the_user_with_l_and_ends_options(home) -> None:
     [("-oProxyCommand=touch /tmp/pwned", "198.51.100.7"), ("ubuntu", "-oProxyCommand=x")],
 )
 def test_a_tampered_record_prints_no_ssh_command(home, user, host) -> None:
-    summary = lifecycle.box_summary(make_box("exp2", user, host))
+    summary = display.box_summary(make_box("exp2", user, host))
     assert summary["ssh_command"] is None
