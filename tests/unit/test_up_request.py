@@ -126,3 +126,37 @@ def test_a_pool_record_from_before_the_request_was_kept_whole_still_launches():
     damaged = {**data, "up": {**data["up"], "ssh_cidrs": "everyone"}}
     with pytest.raises(UsageError, match="ssh_cidrs"):
         manager._up_request(pool, damaged, "gpu-a1b2c3")
+
+
+def test_the_run_session_records_what_up_launched(tmp_path, monkeypatch):
+    """A failover alternative came up: the attempt names it, its zone and price (not the
+    plan's choice); when `up` fails, the attempt names what the box record says it tried."""
+    import io
+
+    from orchestrator.provision import launch
+    from orchestrator.provision.boxes import Box
+    from orchestrator.run.session import Run, RunRequest
+    from orchestrator.run.spec import RunSpec
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    made = request()
+    alternative = made.plan.alternatives[0]
+    box = Box(name="exp1", directory=tmp_path, cloud="aws", region=alternative.region,
+              candidate=alternative, state="up", created_at="2026-12-05T08:00:00Z",
+              expires_at=None, outputs={}, owner="me", state_url=None)  # fmt: skip
+    launched = launch.Launched(box, alternative, "us-east-1c", 1.006)
+    monkeypatch.setattr(launch, "up", lambda *_a, **_k: launched)
+    spec = RunSpec(command=["true"], workdir=tmp_path)
+    run = Run(RunRequest(spec=spec, box_name="exp1", up_options=made), print, None, io.BytesIO())
+    assert run._launch(made) is box
+    (attempt,) = run.report.attempts
+    assert (attempt.instance_type, attempt.market) == ("g5.xlarge", "on-demand")
+    assert attempt.zone == "us-east-1c" and attempt.price_per_hour == 1.006
+
+    def refused(*_args: Any, **_kwargs: Any) -> None:
+        raise UsageError("no")
+
+    monkeypatch.setattr(launch, "up", refused)
+    with pytest.raises(UsageError):
+        run._launch(made)
+    assert run.report.attempts[-1].instance_type == made.plan.choice.instance_type
