@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import OrchError
-from orchestrator.sizing.nodes import effective_bytes_per_s
 
 if TYPE_CHECKING:
     from orchestrator.catalog.network import NodeNetwork
@@ -144,6 +143,8 @@ def expected_for(
     """What `nodes` boxes of `instance_type` should reach: the rate the plan assumed for their
     network (catalog network.toml at sizing.nodes' fabric efficiency and TCP ceiling), turned
     into bus bandwidth by the ring bound, and at most the box's own GPU collective rate."""
+    from orchestrator.sizing.nodes import effective_bytes_per_s
+
     if network is None:
         basis = (
             f"{instance_type} has no fixed network figure in the catalog (an 'up to' burst "

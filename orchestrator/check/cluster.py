@@ -175,6 +175,30 @@ def check_nodes(
         return [future.result() for future in futures]
 
 
+def is_cluster(box: Box) -> bool:
+    """Several nodes in the record. A box without a `nodes` output is a single box whatever
+    its address is (a host name or an ssh_config alias are fine there)."""
+    if (box.outputs or {}).get("nodes") is None:
+        return False
+    return len(cluster_nodes(box)) > 1
+
+
+def gpu_verdict(box: Box, *, ssh_config: str | None, timeout: float) -> tuple[int, str]:
+    """Every node's GPUs checked in parallel, for `orch up` and `orch run` on a cluster:
+    (the worst exit status, one escaped line naming each node that failed; "" when all
+    pass)."""
+    checks = check_nodes(box, node_transports(box, ssh_config), timeout)
+    failed = [c for c in checks if c.exit_code != EXIT_OK]
+    parts = []
+    for check in failed:
+        if check.report is None:
+            parts.append(f"node {check.node.index} never answered ({check.unreachable})")
+        else:
+            problems = "; ".join(printable(c.message) for c in check.report.failures())
+            parts.append(f"node {check.node.index}: {problems}")
+    return max((c.exit_code for c in failed), default=EXIT_OK), " | ".join(parts)
+
+
 def expectation_for(
     box: Box, nodes: int, world_size: int, override_gbps: float | None
 ) -> busbw.Expectation:

@@ -226,6 +226,18 @@ def _check(box: Any, quiet: bool, via: str, timeout: float, ssh_config: str | No
 
     if not quiet:
         click.echo(f"orch: checking the GPUs of box {box.name} (up to {timeout:g} s)...", err=True)
+    if via == "ssh":
+        from orchestrator.check.cluster import gpu_verdict, is_cluster
+
+        if is_cluster(box):  # every node's GPUs, in parallel (`orch check` adds the all_reduce)
+            code, why = gpu_verdict(box, ssh_config=ssh_config, timeout=timeout)
+            if why:
+                raise OrchError(
+                    f"cluster {box.name} is up but not every node matches its plan: {why}",
+                    exit_code=code,
+                    hint=f"`orch down {box.name}` destroys it",
+                )
+            return
     report = check_box(box, ssh_config=ssh_config, timeout=timeout, via=via)
     if not report.ok:
         # The messages quote what the box said: escape it before it reaches the terminal.

@@ -73,13 +73,9 @@ def allreduce_bytes(size_mib: int | None) -> int:
 
 
 def is_cluster(box: Box) -> bool:
-    """Several nodes in the record. A box without a `nodes` output is a single box whatever
-    its address is (a host name or an ssh_config alias are fine there)."""
-    if (box.outputs or {}).get("nodes") is None:
-        return False
-    from orchestrator.provision.cluster import cluster_nodes
+    from orchestrator.check.cluster import is_cluster as several_nodes
 
-    return len(cluster_nodes(box)) > 1
+    return several_nodes(box)
 
 
 def check_expect_busbw(value: float | None) -> None:

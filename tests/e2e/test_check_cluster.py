@@ -37,7 +37,7 @@ def nodes(tmp_path_factory):
     (servers[1].key_path).write_bytes(key.read_bytes())
     (servers[1].key_path.with_suffix(".pub")).write_bytes(key.with_suffix(".pub").read_bytes())
     for i, server in enumerate(servers):
-        sshbox.set_box_environment(server, root / f"home{i}")
+        sshbox.set_box_environment(server, home_of(server, i))
     config = root / "ssh_config"
     config.write_text(
         f"Host {NODE0_PUBLIC}\n  HostName 127.0.0.1\n  Port {servers[0].port}\n"
@@ -46,6 +46,11 @@ def nodes(tmp_path_factory):
     yield servers, config
     for server in servers:
         server.stop()
+
+
+def home_of(server: sshbox.SshBox, index: int) -> Path:
+    """The node's HOME (its "disk"), beside its sshd's folder."""
+    return server.root.parent / f"home{index}"
 
 
 @pytest.fixture
@@ -149,7 +154,7 @@ def test_a_node_without_torch_is_named_before_any_launch(nodes, orch_home, tmp_p
     servers, config = nodes
     for server in servers:
         server.serve("t4")
-    home = tmp_path / "home1"
+    home = home_of(servers[1], 1)
     # Node 1's PATH without this venv: no torchrun, and the system python3 has no torch.
     path = f"{servers[1].bin_dir}:/usr/local/bin:/usr/bin:/bin"
     sshbox.set_box_environment(servers[1], home, {"PATH": path})
@@ -179,3 +184,22 @@ def test_a_node_that_never_answers_is_named_and_the_exit_is_1(nodes, orch_home):
     assert [n["ok"] for n in report["nodes"]] == [True, False]
     assert "no usable answer" in report["nodes"][1]["unreachable"]
     assert report["allreduce"]["skipped"] == "node(s) 1 failed the GPU check"
+
+
+def test_run_on_a_cluster_checks_every_node_first(nodes, orch_home, tmp_path):
+    """`orch run --box` (without --no-check) refuses a cluster whose node 1 does not match
+    its plan, naming it, before anything is synced (check.cluster.gpu_verdict)."""
+    servers, config = nodes
+    servers[0].serve("t4")
+    servers[1].serve("a10g")
+    save_cluster(servers, "runmixed")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "job.py").write_text("print('ran')\n")
+    argv = [sys.executable, "-m", "orchestrator", "run", "--box", "runmixed", "--workdir"]
+    argv += [str(workdir), "--ssh-config", str(config), "--check-timeout", "30", "--", "true"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert "cluster runmixed: not every node matches its plan: node 1:" in result.stderr
+    assert "node 0" not in result.stderr.split("not every node matches")[1]
+    assert not any((home_of(s, i) / ".orch").exists() for i, s in enumerate(servers))
