@@ -203,12 +203,25 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
                 source=_source(raw.get("source", defaults.get("source")), shared, where),
                 price_source=price_source,
                 local_nvme_gib=int(raw.get("local_nvme_gib", 0)),
+                efa_interfaces=_efa_interfaces(raw, shared, where),
                 legacy=bool(raw.get("legacy", False)),
                 legacy_note=raw.get("legacy_note", ""),
                 unverified_prices=unverified,
             )
         )
     return tuple(rows)
+
+
+def _efa_interfaces(raw: dict[str, Any], shared: dict[str, Any], where: str) -> int:
+    """A row's efa_interfaces: a whole number 0..32 (EC2's most is 32, on P5), 0 without EFA."""
+    value = raw.get("efa_interfaces", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 32:
+        raise CatalogError(f"{where}: efa_interfaces must be a whole number 0..32, not {value!r}")
+    if value and not raw.get("efa", False):
+        raise CatalogError(f"{where}: efa_interfaces {value} on a type without efa = true")
+    if value:  # a catalog fact carries its source: `efa_source`, a key of [sources]
+        _source(raw.get("efa_source"), shared, f"{where} efa_source")
+    return value
 
 
 @cache

@@ -63,6 +63,9 @@ class InstanceType:
     source: Source  # specs
     price_source: Source  # prices
     local_nvme_gib: int = 0
+    # EFA interfaces a cluster node gets, one per network card (EC2's maximumEfaInterfaces);
+    # 0: none.
+    efa_interfaces: int = 0
     legacy: bool = False  # e.g. P3: still plannable, with `legacy_note` shown as a warning
     legacy_note: str = ""
     # Regions whose price comes from an unverified source and was not refreshed by the user.

@@ -31,6 +31,7 @@ from orchestrator.provision.boxes import (
 from orchestrator.provision.claims import claim_again, claim_new, give_back_on_failure
 from orchestrator.provision.display import ssh_target
 from orchestrator.provision.inputs import default_owner
+from orchestrator.provision.quota import within_quota
 from orchestrator.provision.render import RenderRequest, render_box
 from orchestrator.provision.request import UpRequest, render_request
 from orchestrator.provision.steps import (
@@ -61,7 +62,8 @@ class Launched:
 def up(request: UpRequest, say: Say, progress: Say | None = None) -> Launched:
     """Create box `request.name` from the first candidate of its plan that launches."""
     name, location = request.name, request.state
-    candidates = request.plan.candidates()
+    # A cluster the account's vCPU quota cannot hold: refused before the lock or any instance.
+    candidates = within_quota(request.plan.candidates(), say)
     user_data_for = _user_data_renderer()
     with box_lock(name), give_back_on_failure(location) as hold:
         fresh = not box_exists(name)

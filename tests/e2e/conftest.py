@@ -7,14 +7,16 @@ Reusable by every e2e suite:
                        standard place), with hashicorp/aws in it
     tf_cli_config      session: a CLI config file that installs hashicorp/aws from the mirror
     plugin_cache       session: one TF_PLUGIN_CACHE_DIR shared by every Terraform run
-    aws_env            function: environment for `orch` against moto (own ORCH_HOME per test)
+    aws_env            function: environment for `orch` against moto, through the capacity
+                       proxy (own ORCH_HOME per test)
     orch               function: orch(*args, env=None) -> CompletedProcess of
                        `python -m orchestrator ...` (env defaults to aws_env)
     orch_process       function: orch_process(*args, env=None) -> Popen (for signals)
     ec2, ssm, s3       function: boto3 clients pointed at moto
     capacity_proxy     session: an HTTP proxy in front of moto that answers RunInstances for
                        chosen instance types with an EC2 capacity/quota error (moto itself
-                       never runs out of capacity), and makes S3 conditional writes atomic
+                       never runs out of capacity), or lets a zone launch N instances and
+                       refuse the rest, and makes S3 conditional writes atomic
     s3_atomic_url      session: that proxy's URL, for AWS_ENDPOINT_URL in tests that race
                        S3 conditional writes (moto alone lets two of them both succeed)
 
@@ -45,6 +47,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from tests.sim.ec2_placement import PlacementGroups
 from tests.support import require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -209,9 +212,11 @@ def aws_environment(endpoint: str, cli_config: Path, cache: Path, home: Path) ->
 
 @pytest.fixture
 def aws_env(
-    moto_server: str, tf_cli_config: Path, plugin_cache: Path, tmp_path: Path
+    capacity_proxy: CapacityProxy, tf_cli_config: Path, plugin_cache: Path, tmp_path: Path
 ) -> dict[str, str]:
-    return aws_environment(moto_server, tf_cli_config, plugin_cache, tmp_path / "orch-home")
+    """orch's environment: moto behind the session's proxy, which adds what moto lacks and
+    `orch down` asks for (placement groups: tests/sim/ec2_placement.py)."""
+    return aws_environment(capacity_proxy.url, tf_cli_config, plugin_cache, tmp_path / "orch-home")
 
 
 def orch_argv(args: list[str]) -> list[str]:
@@ -326,9 +331,14 @@ class CapacityProxy:
         self.ssm_parameters: dict[str, str] = {}
         self.refuse: dict[str, str] = {}  # instance type -> error code
         self.refused: list[str] = []
+        # A zone that runs out after some launches: (zone, launches allowed, code).
+        self.run_out: tuple[str, int, str] | None = None
+        self.launched: dict[str, int] = {}  # zone -> RunInstances forwarded while run_out
+        self._launch_guard = threading.Lock()
         self.spot_reclaimed: set[str] = set()  # instance ids the "spot service" took back
         self._object_locks: dict[str, threading.Lock] = {}  # "host path" -> lock (S3 writes)
         self._object_locks_guard = threading.Lock()
+        self.placement = PlacementGroups(REGION)  # what moto lacks (tests/sim/ec2_placement.py)
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -358,6 +368,11 @@ class CapacityProxy:
                 if refusal is not None:
                     self._send(400, {"Content-Type": "text/xml"}, refusal)
                     return
+                form = ec2_form(body)
+                answer = proxy.placement.answer(form) or proxy.placement.refuse_launch(form)
+                if answer is not None:  # placement groups: moto has none (tests/sim)
+                    self._send(answer[0], {"Content-Type": "text/xml"}, answer[1])
+                    return
                 with proxy.object_lock(self.command, self.path, self.headers):
                     upstream = http.client.HTTPConnection(
                         proxy.upstream.hostname, proxy.upstream.port, timeout=60
@@ -368,6 +383,8 @@ class CapacityProxy:
                     data = response.read()
                 skip = ("transfer-encoding", "connection", "content-length")
                 kept = {k: v for k, v in response.getheaders() if k.lower() not in skip}
+                if response.status == 200:
+                    proxy.placement.record(form, data)
                 self._send(response.status, kept, proxy.rewrite(body, data))
                 upstream.close()
 
@@ -458,13 +475,38 @@ class CapacityProxy:
         # "type@zone" refuses the type in that availability zone only.
         zone = (form.get("Placement.AvailabilityZone") or [""])[0]
         key = f"{instance_type}@{zone}"
-        key = key if key in self.refuse else instance_type
-        code = self.refuse.get(key)
+        code = self._run_out_code(zone)
+        if code is None:
+            key = key if key in self.refuse else instance_type
+            code = self.refuse.get(key)
         if code is None:
             return None
         self.refused.append(key)
         message = f"You have requested more vCPU capacity than allowed for {instance_type}."
         return EC2_ERROR.format(code=code, message=message, request="orch-test").encode()
+
+    def _run_out_code(self, zone: str) -> str | None:
+        """The code for a launch in a zone that has run out (the launches allowed there are
+        used up), else None and the launch counts. Calls race (Terraform creates a cluster's
+        nodes in parallel): one lock, so exactly `allowed` of them pass."""
+        if self.run_out is None or zone != self.run_out[0]:
+            return None
+        with self._launch_guard:
+            if self.launched.get(zone, 0) >= self.run_out[1]:
+                return self.run_out[2]
+            self.launched[zone] = self.launched.get(zone, 0) + 1
+            return None
+
+    @contextlib.contextmanager
+    def running_out(self, zone: str, after: int, code: str) -> Iterator[CapacityProxy]:
+        """Within the block, zone `zone` launches `after` instances, then refuses every other
+        RunInstances with `code` (a node of a cluster past the zone's capacity fails, and so
+        does the provider's retry of it)."""
+        self.run_out, self.launched, self.refused = (zone, after, code), {}, []
+        try:
+            yield self
+        finally:
+            self.run_out = None
 
     @contextlib.contextmanager
     def refusing(self, refuse: dict[str, str]) -> Iterator[CapacityProxy]:
@@ -482,6 +524,13 @@ class CapacityProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def ec2_form(body: bytes) -> dict[str, list[str]]:
+    """An EC2 Query API request's parameters; {} for anything else (S3 bodies, JSON)."""
+    if not body.startswith(b"Action=") and b"&Action=" not in body:
+        return {}
+    return parse_qs(body.decode("utf-8", "replace"))
 
 
 # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_StateReason.html

@@ -35,7 +35,7 @@ def test_sigkill_of_up_leaves_no_orphan_and_status_says_so(
     seen = []
     for line in process.stderr:
         seen.append(line)
-        if "aws_instance.this: creating" in line:
+        if "aws_instance.this[0]: creating" in line:
             break
     else:
         pytest.fail("".join(seen))

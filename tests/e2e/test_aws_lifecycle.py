@@ -229,7 +229,7 @@ def test_interrupted_up_then_down_leaves_nothing(orch, orch_process, ec2, tmp_pa
     assert process.stderr is not None
     for line in process.stderr:
         seen.append(line)
-        if "aws_instance.this: creating" in line:
+        if "aws_instance.this[0]: creating" in line:
             process.send_signal(signal.SIGINT)  # mid-apply, like Ctrl-C
             break
     rest = process.stderr.read()

@@ -99,11 +99,11 @@ def test_hostile_values_arrive_verbatim(terraform_env, moto_ami, tmp_path):
         "orch:owner": owner,
         "orch:expires-at": "2026-12-02T21:00:00Z",
     }
-    assert planned["aws_instance.this"]["tags"] == expected
-    assert planned["aws_instance.this"]["tags_all"] == {**expected, "orch:managed-by": "orch"}
+    assert planned["aws_instance.this[0]"]["tags"] == expected
+    assert planned["aws_instance.this[0]"]["tags_all"] == {**expected, "orch:managed-by": "orch"}
     assert planned["aws_key_pair.this"]["tags"] == expected
     assert planned["aws_security_group.this"]["tags"] == expected
-    assert planned["aws_instance.this"]["root_block_device"][0]["tags"] == expected
+    assert planned["aws_instance.this[0]"]["root_block_device"][0]["tags"] == expected
     assert planned["aws_security_group.this"]["ingress"][0]["cidr_blocks"] == ["192.0.2.1/32"]
 
 

@@ -152,7 +152,7 @@ module "box" {
 OLD_ADDRESSES = {
     "module.box.aws_security_group.this": "module.box.aws_security_group.box",
     "module.box.aws_key_pair.this": "module.box.aws_key_pair.box",
-    "module.box.aws_instance.this": "module.box.aws_instance.box",
+    "module.box.aws_instance.this[0]": "module.box.aws_instance.box",
 }
 
 
@@ -188,7 +188,7 @@ def test_state_from_the_old_resource_names_moves_instead_of_replacing(aws_env, e
         migrations = (module / "migrations.tf").read_text()
         (module / "migrations.tf").unlink()
         changes = planned_changes(tmp_path, env)
-        assert changes["module.box.aws_instance.this"]["change"]["actions"] == ["create"]
+        assert changes["module.box.aws_instance.this[0]"]["change"]["actions"] == ["create"]
         assert changes["module.box.aws_instance.box"]["change"]["actions"] == ["delete"]
 
         # ... with them, every resource keeps its object and only its address changes.

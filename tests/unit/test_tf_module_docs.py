@@ -250,6 +250,7 @@ def test_renamed_aws_resources_have_moved_blocks():
         ("aws_security_group.box", "aws_security_group.this"),
         ("aws_key_pair.box", "aws_key_pair.this"),
         ("aws_instance.box", "aws_instance.this"),
+        ("aws_instance.this", "aws_instance.this[0]"),  # node_count: one box is node 0
     }
 
 

@@ -1,5 +1,5 @@
-"""AWS: delete what a box left (instances, then security groups and key pairs, then its
-instance profile and role)."""
+"""AWS: delete what a box left (instances, then a cluster's Elastic IP, launch template and
+placement group, then security groups and key pairs, then its instance profile and role)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,40 @@ def delete_key_pair(region: str, key_name: str) -> None:
     call("DeleteKeyPair", ec2.delete_key_pair, KeyName=key_name)
 
 
+def release_address(region: str, allocation_id: str, association_id: str) -> None:
+    """Release an Elastic IP (after disassociating it, when it still is); one already gone is
+    no error. ReleaseAddress refuses an associated address (InvalidIPAddress.InUse:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ReleaseAddress.html)."""
+    ec2 = client("ec2", region)
+    try:
+        if association_id:
+            call("DisassociateAddress", ec2.disassociate_address, AssociationId=association_id)
+        call("ReleaseAddress", ec2.release_address, AllocationId=allocation_id)
+    except AwsError as exc:
+        if exc.code not in ("InvalidAllocationID.NotFound", "InvalidAssociationID.NotFound"):
+            raise
+
+
+def delete_launch_template(region: str, template_id: str) -> None:
+    ec2 = client("ec2", region)
+    try:
+        call("DeleteLaunchTemplate", ec2.delete_launch_template, LaunchTemplateId=template_id)
+    except AwsError as exc:
+        if exc.code != "InvalidLaunchTemplateId.NotFound":
+            raise
+
+
+def delete_placement_group(region: str, name: str) -> None:
+    """Delete a placement group (by name, as the API takes it); one already gone is no error.
+    InvalidPlacementGroup.InUse while a terminated node still counts: delete_tagged retries."""
+    ec2 = client("ec2", region)
+    try:
+        call("DeletePlacementGroup", ec2.delete_placement_group, GroupName=name)
+    except AwsError as exc:
+        if exc.code != "InvalidPlacementGroup.Unknown":
+            raise
+
+
 def retry_while_blocked(
     delete: Callable[[], None], timeout_s: float | None = None, pause_s: float | None = None
 ) -> None:
@@ -62,6 +96,13 @@ def retry_while_blocked(
 
 def delete_tagged(region: str, resources: list[TaggedResource]) -> None:
     terminate_instances(region, [r.id for r in resources if r.kind == "instance"])
+    for resource in resources:  # a cluster's parts: their nodes are gone now
+        if resource.kind == "elastic_ip":
+            release_address(region, resource.id, resource.state)
+        elif resource.kind == "launch_template":
+            delete_launch_template(region, resource.id)
+        elif resource.kind == "placement_group":
+            retry_while_blocked(lambda g=resource.id: delete_placement_group(region, g))
     for resource in resources:
         if resource.kind == "security_group":
             retry_while_blocked(lambda g=resource.id: delete_security_group(region, g))

@@ -27,7 +27,14 @@ QUOTA_CODES = frozenset(
 )
 # Eventual consistency and busy resources: the same call succeeds a little later.
 RETRYABLE_CODES = frozenset(
-    {"DependencyViolation", "RequestLimitExceeded", "Throttling", "IncorrectState"}
+    {
+        "DependencyViolation",
+        "RequestLimitExceeded",
+        "Throttling",
+        "IncorrectState",
+        # A placement group still counting a node that is terminating.
+        "InvalidPlacementGroup.InUse",
+    }
 )
 # SSM: the instance's agent has not registered (yet).
 AGENT_NOT_READY_CODES = frozenset({"InvalidInstanceId", "InvalidInstanceInformationFilterValue"})

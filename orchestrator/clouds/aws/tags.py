@@ -1,5 +1,6 @@
-"""AWS: find orch's resources (instances, security groups, key pairs, and the boxes' IAM roles
-and instance profiles: iam.py) by the orch:box tag.
+"""AWS: find orch's resources (instances, security groups, key pairs, a cluster's placement
+group, launch template and Elastic IP, and the boxes' IAM roles and instance profiles: iam.py)
+by the orch:box tag.
 
 It works from the cloud's view, so boxes whose local state is gone are found too.
 """
@@ -71,6 +72,50 @@ def list_tagged_key_pairs(region: str, box: str | None = None) -> list[TaggedRes
     ]
 
 
+def list_tagged_cluster_parts(region: str, box: str | None = None) -> list[TaggedResource]:
+    """What a cluster adds (terraform/modules/aws_gpu/cluster.tf): its placement group, launch
+    template and rank 0's Elastic IP, each tagged like the box. Describe calls without
+    pagination, except launch templates (DescribePlacementGroups and DescribeAddresses return
+    everything at once:
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribePlacementGroups.html,
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeAddresses.html)."""
+    ec2 = client("ec2", region)
+    filters = _box_filters(box)
+    groups = call("DescribePlacementGroups", ec2.describe_placement_groups, Filters=filters)
+    found = [
+        TaggedResource(
+            "placement_group", g["GroupName"], g.get("Strategy", ""), tags_of(g), region=region
+        )  # fmt: skip
+        for g in groups.get("PlacementGroups", [])
+        if g.get("State") != "deleted"
+    ]
+    pages = ec2.get_paginator("describe_launch_templates").paginate(Filters=filters)
+    found += [
+        TaggedResource(
+            "launch_template",
+            t["LaunchTemplateId"],
+            t.get("LaunchTemplateName", ""),
+            tags_of(t),
+            region=region,
+        )  # fmt: skip
+        for page in call("DescribeLaunchTemplates", list, pages)
+        for t in page.get("LaunchTemplates", [])
+    ]
+    addresses = call("DescribeAddresses", ec2.describe_addresses, Filters=filters)
+    found += [
+        TaggedResource(
+            "elastic_ip",
+            a["AllocationId"],
+            a.get("PublicIp", ""),
+            tags_of(a),
+            region=region,
+            state=a.get("AssociationId", ""),
+        )  # fmt: skip
+        for a in addresses.get("Addresses", [])
+    ]
+    return found
+
+
 def list_tagged_resources(region: str, box: str | None = None) -> list[TaggedResource]:
     from orchestrator.clouds.aws.iam import list_tagged_instance_profiles, list_tagged_roles
 
@@ -78,6 +123,7 @@ def list_tagged_resources(region: str, box: str | None = None) -> list[TaggedRes
         *list_tagged_instances(region, box),
         *list_tagged_security_groups(region, box),
         *list_tagged_key_pairs(region, box),
+        *list_tagged_cluster_parts(region, box),
         # The box's own role (clouds/aws/identity.py), global but tagged with its region.
         *list_tagged_instance_profiles(region, box),
         *list_tagged_roles(region, box),

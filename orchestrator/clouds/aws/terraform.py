@@ -24,6 +24,7 @@ OUTPUTS = (
     "ssh_user",
     "security_group_id",
     "key_name",
+    "nodes",  # a cluster's nodes, rank 0 first (provision/cluster.py); absent for one box
 )
 
 
@@ -51,6 +52,21 @@ def image_vars(image: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def cluster_vars(candidate: Any) -> dict[str, Any]:
+    """node_count, and for a cluster every EFA interface its type has (the catalog's figure);
+    nothing for one box, so its terraform.tfvars.json stays as it was."""
+    nodes = int(getattr(candidate, "nodes", 1) or 1)
+    if nodes == 1:
+        return {}
+    from orchestrator.catalog import find_instance
+
+    try:
+        efa = find_instance("aws", candidate.instance_type).efa_interfaces
+    except UsageError:
+        efa = 0  # a type the catalog does not list: plain TCP between the nodes
+    return {"node_count": nodes, "efa_interfaces": efa}
+
+
 def tfvars(request: BoxRequest) -> dict[str, Any]:
     """AWS: the values of the box root module's variables (see templates/aws/variables.tf.j2)."""
     candidate = request.candidate
@@ -72,6 +88,7 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         "tags": dict(request.tags),
         **identity_vars(getattr(request, "identity", None)),
     }
+    values.update(cluster_vars(candidate))
     if candidate.market == "spot" and request.spot_max_price is not None:
         values["spot_max_price"] = f"{request.spot_max_price:.4f}".rstrip("0").rstrip(".")
     if request.subnet_id:

@@ -1,6 +1,6 @@
-# One EC2 GPU instance for a training job: a security group that lets SSH in from the given
-# blocks only, a key pair, and an instance with IMDSv2, an encrypted root volume and optional
-# one-time spot capacity. Layout and naming follow terraform-aws-modules (one resource of a
+# One EC2 GPU instance for a training job (or node_count of them, a cluster: cluster.tf): a
+# security group that lets SSH in from the given blocks only, a key pair, and an instance with
+# IMDSv2, an encrypted root volume and optional one-time spot capacity. Layout and naming follow terraform-aws-modules (one resource of a
 # kind is `this`; see terraform-aws-modules/terraform-aws-ec2-instance).
 
 locals {
@@ -78,6 +78,22 @@ resource "aws_security_group" "this" {
     cidr_blocks = var.ssh_ingress_cidrs
   }
 
+  # A cluster's nodes talk to each other on every port (NCCL, the rendezvous, EFA's SRD
+  # traffic): EFA needs a group that allows all traffic from and to itself ("Prepare an
+  # EFA-enabled security group", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html).
+  # Egress below already allows everything. Inline, like the SSH rule: mixing inline rules
+  # with aws_vpc_security_group_ingress_rule on one group makes them fight.
+  dynamic "ingress" {
+    for_each = local.cluster ? [1] : []
+    content {
+      description = "All traffic between the nodes of the cluster"
+      from_port   = 0
+      to_port     = 0
+      protocol    = "-1"
+      self        = true
+    }
+  }
+
   egress {
     description = "All outbound"
     from_port   = 0
@@ -100,13 +116,26 @@ resource "aws_key_pair" "this" {
 # --- instance ----------------------------------------------------------------------------
 
 resource "aws_instance" "this" {
-  ami                    = local.image_id
-  instance_type          = var.instance_type
-  subnet_id              = var.subnet_id
+  count = var.node_count # rank 0 first; one box has one (cluster.tf: what a cluster adds)
+
+  ami           = local.image_id
+  instance_type = var.instance_type
+  # With EFA the launch template's network interfaces carry the subnet and the security
+  # group: EC2 refuses them on the instance as well (cluster.tf).
+  subnet_id              = local.efa ? null : local.subnet_id
   availability_zone      = var.subnet_id == null ? var.zone_id : null # its default subnet
-  vpc_security_group_ids = [aws_security_group.this.id]
+  vpc_security_group_ids = local.efa ? null : [aws_security_group.this.id]
+  placement_group        = local.cluster ? aws_placement_group.this[0].name : null
   key_name               = aws_key_pair.this.key_name
   user_data              = var.user_data == "" ? null : var.user_data
+
+  dynamic "launch_template" {
+    for_each = local.efa ? [1] : []
+    content {
+      id      = aws_launch_template.this[0].id
+      version = aws_launch_template.this[0].latest_version
+    }
+  }
 
   # `shutdown -h` inside the guest (the TTL timer) ends the box instead of parking it.
   instance_initiated_shutdown_behavior = "terminate"
@@ -145,7 +174,10 @@ resource "aws_instance" "this" {
     }
   }
 
-  tags = local.tags
+  tags = local.cluster ? merge(local.tags, {
+    "orch:cluster" = var.name
+    "orch:node"    = tostring(count.index)
+  }) : local.tags
 
   lifecycle {
     # A newer image published under the same SSM parameter must not replace a running box.

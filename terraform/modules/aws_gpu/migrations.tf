@@ -15,3 +15,9 @@ moved {
   from = aws_instance.box
   to   = aws_instance.this
 }
+
+# node_count made the instance a counted resource: one box's instance is node 0.
+moved {
+  from = aws_instance.this
+  to   = aws_instance.this[0]
+}

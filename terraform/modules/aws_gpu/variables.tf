@@ -337,3 +337,32 @@ variable "iam_role_ssm" {
   type        = bool
   default     = false
 }
+
+# --- cluster -----------------------------------------------------------------------------
+
+variable "node_count" {
+  description = "Instances to create (a multi-node cluster when more than 1): one zone, a cluster placement group, a security group open to itself, each instance tagged orch:node (its rank) and orch:cluster. Needs zone_id or subnet_id when more than 1."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.node_count >= 1 && var.node_count <= 64 && floor(var.node_count) == var.node_count
+    error_message = "node_count must be a whole number from 1 to 64."
+  }
+
+  validation {
+    condition     = var.node_count == 1 || var.zone_id != null || var.subnet_id != null
+    error_message = "a cluster (node_count > 1) needs zone_id or subnet_id: all its nodes go in one zone."
+  }
+}
+
+variable "efa_interfaces" {
+  description = "EFA interfaces per node of a cluster, one per network card (the type's maximum, e.g. 4 for p4d.24xlarge, 32 for p5.48xlarge); 0 for none. Ignored when node_count is 1."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.efa_interfaces >= 0 && var.efa_interfaces <= 32 && floor(var.efa_interfaces) == var.efa_interfaces
+    error_message = "efa_interfaces must be a whole number from 0 to 32."
+  }
+}
