@@ -2,13 +2,13 @@
 
 Reusable by every e2e suite:
 
-    moto_server        session: URL of a `moto_server` on a free loopback port
+    moto_backend       session: URL of a `moto_server` on a free loopback port
+    moto_server        session: the URL tests use: that moto behind `capacity_proxy`
     tf_mirror          session: the provider filesystem mirror (ORCH_TEST_TF_MIRROR or a
                        standard place), with hashicorp/aws in it
     tf_cli_config      session: a CLI config file that installs hashicorp/aws from the mirror
     plugin_cache       session: one TF_PLUGIN_CACHE_DIR shared by every Terraform run
-    aws_env            function: environment for `orch` against moto, through the capacity
-                       proxy (own ORCH_HOME per test)
+    aws_env            function: environment for `orch` against moto (own ORCH_HOME per test)
     orch               function: orch(*args, env=None) -> CompletedProcess of
                        `python -m orchestrator ...` (env defaults to aws_env)
     orch_process       function: orch_process(*args, env=None) -> Popen (for signals)
@@ -180,9 +180,18 @@ def moto_server_process(log_dir: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def moto_backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's moto_server itself; tests reach it through `moto_server` (the proxy)."""
     with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def moto_server(capacity_proxy: CapacityProxy) -> str:
+    """URL of the session's moto, behind the capacity proxy: it adds what moto lacks and orch
+    asks for (placement groups, tests/sim/ec2_placement.py: `orch down` and `orch sweep` list
+    them), and refuses launches only inside a test's `refusing`/`running_out` block."""
+    return capacity_proxy.url
 
 
 # ------------------------------------------------------------------------------ env + runner
@@ -212,11 +221,9 @@ def aws_environment(endpoint: str, cli_config: Path, cache: Path, home: Path) ->
 
 @pytest.fixture
 def aws_env(
-    capacity_proxy: CapacityProxy, tf_cli_config: Path, plugin_cache: Path, tmp_path: Path
+    moto_server: str, tf_cli_config: Path, plugin_cache: Path, tmp_path: Path
 ) -> dict[str, str]:
-    """orch's environment: moto behind the session's proxy, which adds what moto lacks and
-    `orch down` asks for (placement groups: tests/sim/ec2_placement.py)."""
-    return aws_environment(capacity_proxy.url, tf_cli_config, plugin_cache, tmp_path / "orch-home")
+    return aws_environment(moto_server, tf_cli_config, plugin_cache, tmp_path / "orch-home")
 
 
 def orch_argv(args: list[str]) -> list[str]:
@@ -356,8 +363,7 @@ class CapacityProxy:
                 pass
 
             def _relay(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = self._body()
                 ssm = proxy.ssm_answer(self.headers.get("X-Amz-Target") or "", body)
                 if ssm is not None:
                     status, payload = ssm
@@ -377,7 +383,8 @@ class CapacityProxy:
                     upstream = http.client.HTTPConnection(
                         proxy.upstream.hostname, proxy.upstream.port, timeout=60
                     )
-                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    skip_in = ("connection", "transfer-encoding", "content-length")
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in skip_in}
                     upstream.request(self.command, self.path, body=body or None, headers=headers)
                     response = upstream.getresponse()
                     data = response.read()
@@ -387,6 +394,20 @@ class CapacityProxy:
                     proxy.placement.record(form, data)
                 self._send(response.status, kept, proxy.rewrite(body, data))
                 upstream.close()
+
+            def _body(self) -> bytes:
+                """The request body, by Content-Length or chunk by chunk (forwarded whole:
+                http.client sets its length)."""
+                if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+                    length = int(self.headers.get("Content-Length") or 0)
+                    return self.rfile.read(length) if length else b""
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(chunks)
 
             def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
                 self.send_response(status)
@@ -561,8 +582,8 @@ def reclaimed_state_reason(data: bytes, instance_ids: set[str]) -> bytes:
 
 
 @pytest.fixture(scope="session")
-def capacity_proxy(moto_server: str) -> Iterator[CapacityProxy]:
-    with CapacityProxy(moto_server) as proxy:
+def capacity_proxy(moto_backend: str) -> Iterator[CapacityProxy]:
+    with CapacityProxy(moto_backend) as proxy:
         yield proxy
 
 

@@ -3,8 +3,9 @@
 - the rendered plan of a 4-node p4d cluster: a `cluster` placement group, the four EFA
   interfaces of each node (card 0 device 0, cards 1-3 device 1), a security group open to
   itself, an Elastic IP on rank 0, every instance tagged with its rank and the cluster;
-- `orch up` of that cluster, then `orch down`: every node, the placement group, the launch
-  template and the address go, nothing tagged is left;
+- `orch up` of that cluster, then `orch down` with a state Terraform cannot read: deleting by
+  tag takes every node, the placement group, the launch template and the address; nothing
+  tagged is left;
 - all or nothing: a proxy in front of moto refuses the third node's RunInstances in the first
   zone; orch destroys the two that launched and the rest, then launches all four in the next
   zone;
@@ -149,7 +150,11 @@ def test_cluster_up_down_leaves_nothing_tagged(orch, ec2, capacity_proxy, tmp_pa
     ]
     assert box["public_ip"] == nodes[0]["public_ip"] == address["PublicIp"]
 
-    ok(orch("down", name))
+    # The cloud's truth covers every part: with a state Terraform cannot read, `down` deletes
+    # by tag (the third-node test below destroys through Terraform).
+    (Path(box["box_dir"]) / "terraform.tfstate").write_text("{ not a state")
+    result = ok(orch("down", name))
+    assert "deleting by tag" in result.stderr
     assert tagged_left(ec2, name) == []
     assert len(instances_of(ec2, name)) == 4  # all terminated, none forgotten
 

@@ -125,6 +125,12 @@ def system_disk_gib(root_volume_gib: int | float) -> int:
 def tfvars(request: BoxRequest) -> dict[str, Any]:
     """The values of templates/aliyun/variables.tf.j2 for one box (a render.RenderRequest)."""
     candidate = request.candidate
+    if getattr(candidate, "nodes", 1) > 1:
+        # aliyun_gpu makes one instance; a plan row asking for more must not become one box.
+        raise UsageError(
+            f"a cluster of {candidate.nodes} Aliyun boxes is not supported yet",
+            hint="plan it on AWS, or with --nodes 1",
+        )
     if request.subnet_id:
         raise UsageError(
             "--subnet-id is not supported for Aliyun boxes yet",
