@@ -183,11 +183,13 @@ def is_cluster(box: Box) -> bool:
     return len(cluster_nodes(box)) > 1
 
 
-def gpu_verdict(box: Box, *, ssh_config: str | None, timeout: float) -> tuple[int, str]:
+def gpu_verdict(
+    box: Box, pairs: list[tuple[ClusterNode, SshTransport]], timeout: float
+) -> tuple[int, str]:
     """Every node's GPUs checked in parallel, for `orch up` and `orch run` on a cluster:
     (the worst exit status, one escaped line naming each node that failed; "" when all
-    pass)."""
-    checks = check_nodes(box, node_transports(box, ssh_config), timeout)
+    pass). `pairs`: node_transports(box, ssh_config)."""
+    checks = check_nodes(box, pairs, timeout)
     failed = [c for c in checks if c.exit_code != EXIT_OK]
     parts = []
     for check in failed:

@@ -227,10 +227,10 @@ def _check(box: Any, quiet: bool, via: str, timeout: float, ssh_config: str | No
     if not quiet:
         click.echo(f"orch: checking the GPUs of box {box.name} (up to {timeout:g} s)...", err=True)
     if via == "ssh":
-        from orchestrator.check.cluster import gpu_verdict, is_cluster
+        from orchestrator.check.cluster import gpu_verdict, is_cluster, node_transports
 
         if is_cluster(box):  # every node's GPUs, in parallel (`orch check` adds the all_reduce)
-            code, why = gpu_verdict(box, ssh_config=ssh_config, timeout=timeout)
+            code, why = gpu_verdict(box, node_transports(box, ssh_config), timeout)
             if why:
                 raise OrchError(
                     f"cluster {box.name} is up but not every node matches its plan: {why}",

@@ -118,16 +118,9 @@ def check_every_node(
 ) -> None:
     """The GPU check of every node, in parallel, as `orch check CLUSTER` does before its
     all_reduce (check/cluster.py); one line naming each node that fails."""
-    from orchestrator.check.cluster import check_nodes
-    from orchestrator.check.untrusted import printable
+    from orchestrator.check.cluster import gpu_verdict
 
     say(f"checking the GPUs of the {len(pairs)} nodes of box {box.name}")
-    problems = []
-    for check in check_nodes(box, pairs, timeout):
-        if check.unreachable:
-            problems.append(f"node {check.node.index}: {check.unreachable}")
-        elif check.report is not None and not check.report.ok:
-            failures = "; ".join(printable(c.message) for c in check.report.failures())
-            problems.append(f"node {check.node.index}: {failures}")
+    _, problems = gpu_verdict(box, pairs, timeout)
     if problems:
-        raise OrchError(f"box {box.name} does not match its plan: {' | '.join(problems)}")
+        raise OrchError(f"box {box.name} does not match its plan: {problems}")

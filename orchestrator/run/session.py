@@ -457,14 +457,6 @@ class Run:
         from orchestrator.check.verify import check_box
 
         self.say(f"checking the GPUs of box {box.name}")
-        from orchestrator.check.cluster import gpu_verdict, is_cluster
-
-        if is_cluster(box):  # every node's GPUs, in parallel
-            timeout = self.request.check_timeout
-            _, why = gpu_verdict(box, ssh_config=self.request.ssh_config, timeout=timeout)
-            if why:
-                raise OrchError(f"cluster {box.name}: not every node matches its plan: {why}")
-            return
         report = check_box(
             box, ssh_config=self.request.ssh_config, timeout=self.request.check_timeout
         )

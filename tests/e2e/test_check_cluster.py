@@ -186,20 +186,19 @@ def test_a_node_that_never_answers_is_named_and_the_exit_is_1(nodes, orch_home):
     assert report["allreduce"]["skipped"] == "node(s) 1 failed the GPU check"
 
 
-def test_run_on_a_cluster_checks_every_node_first(nodes, orch_home, tmp_path):
-    """`orch run --box` (without --no-check) refuses a cluster whose node 1 does not match
-    its plan, naming it, before anything is synced (check.cluster.gpu_verdict)."""
+def test_up_s_check_of_a_cluster_names_the_node_that_does_not_match(nodes, orch_home):
+    """The check `orch up` runs once a cluster is up (commands/boxes.py `_check`) asks every
+    node, not rank 0 alone: node 1's wrong GPU fails it with exit 3."""
+    from orchestrator.commands.boxes import _check
+    from orchestrator.errors import OrchError
+
     servers, config = nodes
     servers[0].serve("t4")
     servers[1].serve("a10g")
-    save_cluster(servers, "runmixed")
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    (workdir / "job.py").write_text("print('ran')\n")
-    argv = [sys.executable, "-m", "orchestrator", "run", "--box", "runmixed", "--workdir"]
-    argv += [str(workdir), "--ssh-config", str(config), "--check-timeout", "30", "--", "true"]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 1, result.stderr
-    assert "cluster runmixed: not every node matches its plan: node 1:" in result.stderr
-    assert "node 0" not in result.stderr.split("not every node matches")[1]
-    assert not any((home_of(s, i) / ".orch").exists() for i, s in enumerate(servers))
+    box = save_cluster(servers, "upmixed")
+    with pytest.raises(OrchError) as failed:
+        _check(box, True, "ssh", 30, str(config))
+    assert failed.value.exit_code == 3
+    assert "cluster upmixed is up but not every node matches its plan: node 1:" in str(failed.value)
+    servers[1].serve("t4")
+    _check(box, True, "ssh", 30, str(config))  # both match: no error
