@@ -56,7 +56,7 @@ def estimate_result(
 
 
 def _traced(arch: Architecture) -> bool:
-    return hasattr(arch, "activation_source")  # a sizing.trace.TracedArchitecture
+    return arch.traced  # a sizing.trace.TracedArchitecture
 
 
 def activation_source(arch: Architecture, job: JobSpec) -> str:
@@ -74,7 +74,7 @@ def _count(n: int) -> str:
 def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: list[str]) -> str:
     shape = (
         f"image {job.image_size or arch.image_size}px"
-        if arch.kind in ("vit", "cnn")
+        if arch.traits.image_input
         else (f"seq {job.seq}" + (f"->{job.target_seq}" if job.target_seq else ""))
     )
     trainable = (
@@ -83,7 +83,7 @@ def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: 
         else ""
     )
     options = [job.precision, job.optimizer]
-    if arch.kind != "cnn":
+    if arch.traits.transformer:
         options.append(f"{job.attention} attention")
     if job.grad_checkpointing:
         options.append("grad checkpointing")

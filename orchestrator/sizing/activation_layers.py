@@ -259,35 +259,65 @@ def stack_tail_bytes(st: Stack, t: int, dt: Dtypes, lora: bool) -> float:
     return total
 
 
-def head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, lora: bool) -> float:
-    head = arch.head
+def _lm_head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, keep_linear: bool) -> float:
+    """lm_head input; log-softmax output in fp32 (HF upcasts logits for the loss); labels."""
+    head, h = arch.head, arch.stacks[-1].hidden
+    softcap = t * head.vocab * dt.act if head.softcap else 0  # Gemma 2: tanh output
+    return t * h * dt.cast(1) * keep_linear + t * head.vocab * 4 + t * 8 + softcap
+
+
+def _mlm_head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, keep_linear: bool) -> float:
+    """Masked LM (and BERT's pre-training head): transform, norm, decoder, log-softmax."""
+    head, h = arch.head, arch.stacks[-1].hidden
+    e = head.transform
+    act = activation_fn_bytes(head.transform_act, dt)
+    total = t * h * dt.cast(1) * keep_linear  # transform input
+    total += t * e * (act + dt.stream) + t * 8  # activation, LayerNorm input + stats
+    total += t * e * dt.cast(1) * keep_linear  # decoder input
+    return total + (t * head.vocab * 4 + t * 8)
+
+
+def _pretraining_head_bytes(
+    arch: Architecture, b: int, t: int, dt: Dtypes, keep_linear: bool
+) -> float:
+    """BERT (a vocabulary): masked LM + next sentence; ELECTRA's discriminator (none): dense,
+    act, one logit per token."""
     h = arch.stacks[-1].hidden
-    keep_linear = not lora
-    if head.kind in ("causal-lm", "seq2seq-lm"):
-        # lm_head input; log-softmax output in fp32 (HF upcasts logits for the loss); labels.
-        softcap = t * head.vocab * dt.act if head.softcap else 0  # Gemma 2: tanh output
-        return t * h * dt.cast(1) * keep_linear + t * head.vocab * 4 + t * 8 + softcap
-    if head.kind == "masked-lm" or (head.kind == "pretraining" and head.vocab):
-        e = head.transform
-        act = activation_fn_bytes(head.transform_act, dt)
-        total = t * h * dt.cast(1) * keep_linear  # transform input
-        total += t * e * (act + dt.stream) + t * 8  # activation, LayerNorm input + stats
-        total += t * e * dt.cast(1) * keep_linear  # decoder input
-        total += t * head.vocab * 4 + t * 8
-        if head.kind == "pretraining":
-            total += b * h * (dt.act * 2)  # pooler tanh output, next-sentence input
-        return total
-    if head.kind == "pretraining":  # ELECTRA discriminator: dense, act, one logit per token
-        return t * h * (dt.cast(1) * keep_linear + dt.act * 2) + t * 8
-    if head.kind in ("token-classification", "question-answering"):
-        return t * h * (dt.cast(1) * keep_linear + dt.mask) + t * (head.labels * 4 + 8)
-    if head.kind in ("sequence-classification", "image-classification"):
-        # The classifier reads the CLS position: a view that keeps the whole last hidden
-        # state alive in full precision (under autocast the cast copies just that row).
-        pooled = b * h * dt.act if dt.amp else t * h * dt.stream
-        extra = b * h * dt.act * 3 if arch.kind in ("encoder",) else 0  # pooler, dropout
-        return pooled * keep_linear + extra + b * (head.labels * 4 + 8)
-    return 0.0
+    if arch.head.vocab:  # + the pooler's tanh output and the next-sentence input
+        return _mlm_head_bytes(arch, b, t, dt, keep_linear) + b * h * (dt.act * 2)
+    return t * h * (dt.cast(1) * keep_linear + dt.act * 2) + t * 8
+
+
+def _token_head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, keep_linear: bool) -> float:
+    head, h = arch.head, arch.stacks[-1].hidden
+    return t * h * (dt.cast(1) * keep_linear + dt.mask) + t * (head.labels * 4 + 8)
+
+
+def _pooled_head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, keep_linear: bool) -> float:
+    """The classifier reads the CLS position: a view that keeps the whole last hidden state
+    alive in full precision (under autocast the cast copies just that row)."""
+    head, h = arch.head, arch.stacks[-1].hidden
+    pooled = b * h * dt.act if dt.amp else t * h * dt.stream
+    extra = b * h * dt.act * 3 if arch.traits.pooler else 0  # pooler, dropout
+    return pooled * keep_linear + extra + b * (head.labels * 4 + 8)
+
+
+# Head kind -> saved bytes of the head (kinds.HEAD_KINDS lists the kinds; others keep none).
+_HEAD_BYTES = {
+    "causal-lm": _lm_head_bytes,
+    "seq2seq-lm": _lm_head_bytes,
+    "masked-lm": _mlm_head_bytes,
+    "pretraining": _pretraining_head_bytes,
+    "token-classification": _token_head_bytes,
+    "question-answering": _token_head_bytes,
+    "sequence-classification": _pooled_head_bytes,
+    "image-classification": _pooled_head_bytes,
+}
+
+
+def head_bytes(arch: Architecture, b: int, t: int, dt: Dtypes, lora: bool) -> float:
+    formula = _HEAD_BYTES.get(arch.head.kind)
+    return formula(arch, b, t, dt, not lora) if formula is not None else 0.0
 
 
 def audio_frontend_bytes(arch: Architecture, b: int, frames: int, dt: Dtypes, lora: bool) -> float:

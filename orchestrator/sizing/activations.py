@@ -24,6 +24,7 @@ from orchestrator.sizing.activation_vision import (
 )
 from orchestrator.sizing.architectures import Architecture, Stack
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.lengths import stack_lengths
 
 
 def _first_layer_savings(st: Stack, b: int, s: int, dt: Dtypes) -> float:
@@ -58,9 +59,9 @@ def activation_bytes(arch: Architecture, job: JobSpec, mask_bytes: int = 1) -> i
     `mask_bytes` is 1 on CUDA (bool dropout masks); PyTorch's CPU dropout keeps a float
     mask, so the CPU accuracy benchmark passes 4.
     """
-    traced = getattr(arch, "traced_activation_bytes", None)  # sizing/trace.py
+    traced = arch.traced_activation_bytes(job)  # sizing/trace
     if traced is not None:
-        return traced(job)
+        return traced
     saved, recompute = _saved_and_recompute(arch, job, dtypes(job.precision, mask_bytes))
     return int(saved + recompute)
 
@@ -70,9 +71,9 @@ def saved_activations(arch: Architecture, job: JobSpec) -> SavedActivations:
     loss = vocab_loss_bytes(arch, job) if not job.fused_ce else 0.0
     knobs = _lora_dropout_bytes(arch, job) - _fused_ce_savings(arch, job)
     knobs -= _offload_savings(arch, job)
-    traced = getattr(arch, "traced_activation_bytes", None)  # sizing/trace.py
+    traced = arch.traced_activation_bytes(job)  # sizing/trace
     if traced is not None:  # the trace's figure includes the recomputed layer
-        return SavedActivations(traced(job) + knobs, loss, 0.0)
+        return SavedActivations(traced + knobs, loss, 0.0)
     saved, recompute = _saved_and_recompute(arch, job, dtypes(job.precision))
     return SavedActivations(saved + knobs, loss, recompute)
 
@@ -86,7 +87,7 @@ def vocab_loss_bytes(arch: Architecture, job: JobSpec) -> float:
     """The fp32 log-softmax a vocabulary head's cross-entropy keeps (t x vocab x 4)."""
     if arch.resnet is not None or not arch.head.vocab:
         return 0.0
-    if arch.head.kind not in ("causal-lm", "seq2seq-lm", "masked-lm", "pretraining"):
+    if not arch.head.traits.vocab_loss:
         return 0.0
     return output_tokens(arch, job) * arch.head.vocab * 4
 
@@ -101,26 +102,21 @@ def _saved_and_recompute(arch: Architecture, job: JobSpec, dt: Dtypes) -> tuple[
         image = job.image_size or arch.image_size
         return convnext_bytes(arch.convnext, b, image, dt, checkpoint)
     eager = job.attention == "eager" or not arch.sdpa
-    if arch.kind in ("dual-encoder", "swin"):
-        bytes_of = swin_bytes if arch.kind == "swin" else dual_encoder_bytes
-        return bytes_of(arch, job, dt, eager)
-    return _transformer_bytes(arch, job, dt, eager)
+    return _STACK_BYTES.get(arch.kind, _transformer_bytes)(arch, job, dt, eager)
 
 
 def _input_bytes(arch: Architecture, job: JobSpec, dt: Dtypes) -> tuple[list[int], float]:
     """The sequence length of each stack, and what a ViT keeps of its input image."""
     b, lora = job.batch, bool(job.lora_rank)
-    if arch.kind == "vit":
+    lengths = stack_lengths(arch, job)
+    if arch.traits.patch_tokens:
         image = job.image_size or arch.image_size
-        lengths = [arch.vision_tokens(image)]
         total = 0.0 if lora else b * arch.channels * image * image * dt.cast(1)  # the conv's
         frozen_inputs = lora and not job.grad_checkpointing
         if not frozen_inputs and arch.stacks[0].hidden_dropout > 0:
             total += b * lengths[0] * arch.stacks[0].hidden * dt.mask
         return lengths, total
-    if arch.kind == "encoder-decoder":
-        return [arch.source_length or job.seq, job.target_seq or job.seq], 0.0
-    return [job.seq], 0.0
+    return lengths, 0.0
 
 
 def _embedding_bytes(arch: Architecture, emb, t: int, dt: Dtypes, job: JobSpec) -> float:
@@ -185,10 +181,17 @@ def _transformer_bytes(
     return total, per_layer_max if checkpoint else 0.0
 
 
+# Model kind -> (saved, one layer recomputed) of its stacks; others: _transformer_bytes.
+# ResNet and ConvNeXt are told apart by their stage lists (arch.resnet, arch.convnext).
+_STACK_BYTES = {"swin": swin_bytes, "dual-encoder": dual_encoder_bytes}
+
+
 def _knob_lengths(arch: Architecture, job: JobSpec) -> list[int]:
-    if arch.kind == "vit":
+    """The lengths the knobs (fused CE, offload, LoRA dropout) are sized at: ViT's patches,
+    --seq and --target-seq for encoder-decoders, else --seq (Swin, CLIP: the text's)."""
+    if arch.traits.patch_tokens:
         return [arch.vision_tokens(job.image_size or arch.image_size)]
-    if arch.kind == "encoder-decoder":
+    if arch.traits.encoder_decoder:
         return [job.seq, job.target_seq or job.seq]
     return [job.seq]
 

@@ -13,10 +13,10 @@ from orchestrator.sizing.job import JobSpec
 def planned_shape(arch: Any, job: JobSpec) -> dict[str, int]:
     """The input size the estimate used: {"image_size": 224} for vision models (the config's
     own unless --image-size), else {"seq": 512} (and "target_seq" for encoder-decoders)."""
-    if arch.kind in ("vit", "cnn"):
+    if arch.traits.image_input:
         return {"image_size": int(job.image_size or arch.image_size)}
     shape = {"seq": job.seq}
-    if arch.kind == "encoder-decoder":
+    if arch.traits.encoder_decoder:
         shape["target_seq"] = job.target_seq or job.seq
     return shape
 

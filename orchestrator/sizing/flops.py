@@ -15,10 +15,9 @@ Conventions (a multiply-add is 2 FLOPs):
 
 from __future__ import annotations
 
-import math
-
-from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet, Stack
+from orchestrator.sizing.architectures import Architecture, ConvNeXt, Head, ResNet, Stack
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.lengths import stack_lengths
 
 
 def _conv(cin: int, cout: int, k: int, out: int) -> float:
@@ -83,25 +82,70 @@ def _layer_flops(st: Stack, s: int, src: int, sdpa: bool) -> tuple[float, float]
 layer_flops = _layer_flops  # public name for the throughput model's attention share
 
 
+def _lm_head_flops(head: Head, tokens: int, hidden: int) -> float:
+    return 2.0 * tokens * hidden * head.vocab
+
+
+def _mlm_head_flops(head: Head, tokens: int, hidden: int) -> float:
+    return 2.0 * tokens * (hidden * head.transform + head.transform * head.vocab)
+
+
+def _pretraining_head_flops(head: Head, tokens: int, hidden: int) -> float:
+    """BERT (a vocabulary): the masked-LM head; ELECTRA's discriminator: dense + one logit."""
+    if head.vocab:
+        return _mlm_head_flops(head, tokens, hidden)
+    return 2.0 * tokens * (hidden * hidden + hidden)
+
+
+def _token_head_flops(head: Head, tokens: int, hidden: int) -> float:
+    return 2.0 * tokens * hidden * head.labels
+
+
+def _pooled_head_flops(head: Head, tokens: int, hidden: int) -> float:
+    return 2.0 * (hidden * hidden + hidden * head.labels)
+
+
+# Head kind -> forward FLOPs of the head (other kinds: none).
+_HEAD_FLOPS = {
+    "causal-lm": _lm_head_flops,
+    "seq2seq-lm": _lm_head_flops,
+    "masked-lm": _mlm_head_flops,
+    "pretraining": _pretraining_head_flops,
+    "token-classification": _token_head_flops,
+    "question-answering": _token_head_flops,
+    "sequence-classification": _pooled_head_flops,
+    "image-classification": _pooled_head_flops,
+}
+
+
 def _head_flops(arch: Architecture, tokens: int, hidden: int) -> float:
-    head = arch.head
-    if head.kind in ("causal-lm", "seq2seq-lm"):
-        return 2.0 * tokens * hidden * head.vocab
-    if head.kind in ("masked-lm",) or (head.kind == "pretraining" and head.vocab):
-        return 2.0 * tokens * (hidden * head.transform + head.transform * head.vocab)
-    if head.kind == "pretraining":
-        return 2.0 * tokens * (hidden * hidden + hidden)
-    if head.kind in ("token-classification", "question-answering"):
-        return 2.0 * tokens * hidden * head.labels
-    if head.kind in ("sequence-classification", "image-classification"):
-        return 2.0 * (hidden * hidden + hidden * head.labels)
-    return 0.0
+    formula = _HEAD_FLOPS.get(arch.head.kind)
+    return formula(arch.head, tokens, hidden) if formula is not None else 0.0
+
+
+def _patch_embedding_flops(arch: Architecture, lengths: list[int]) -> float:
+    """ViT, CLIP: the patch convolution over the image's patches (the tokens less CLS)."""
+    return 2.0 * (lengths[0] - 1) * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+
+
+def _stage_embedding_flops(arch: Architecture, lengths: list[int]) -> float:
+    """Swin: the patch convolution, then each patch merging (4h -> 2h linear)."""
+    pre = 2.0 * lengths[0] * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
+    pre += sum(2.0 * n * 8 * st.hidden**2 for n, st in zip(lengths[1:], arch.stacks, strict=False))
+    return pre
+
+
+# Model kind -> FLOPs before the first stack (other kinds: none).
+_INPUT_FLOPS = {
+    "vit": _patch_embedding_flops,
+    "dual-encoder": _patch_embedding_flops,
+    "swin": _stage_embedding_flops,
+}
 
 
 def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
     """FLOPs of forward + backward for one sample of `job` (see the module docstring)."""
-    traced = getattr(arch, "traced_flops_per_sample", None)  # sizing/trace.py
-    flops = traced(job) if traced is not None else None
+    flops = arch.traced_flops_per_sample(job)  # sizing/trace
     if flops is not None:
         return flops
     if arch.resnet is not None or arch.convnext is not None:
@@ -113,29 +157,9 @@ def training_flops_per_sample(arch: Architecture, job: JobSpec) -> float:
         extra = forward if job.grad_checkpointing else 0.0
         return 3.0 * forward + extra
     sdpa = job.attention == "sdpa" and arch.sdpa
-    if arch.kind == "vit":
-        image = job.image_size or arch.image_size
-        lengths = [arch.vision_tokens(image)]
-        patches = lengths[0] - 1
-        pre = 2.0 * patches * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
-    elif arch.kind == "swin":  # one stack per stage, a quarter of the tokens each
-        image = job.image_size or arch.image_size
-        res = image // arch.patch_size
-        lengths = [math.ceil(res / 2**i) ** 2 for i in range(len(arch.stacks))]
-        pre = 2.0 * lengths[0] * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
-        pre += sum(
-            2.0 * n * 8 * st.hidden**2 for n, st in zip(lengths[1:], arch.stacks, strict=False)
-        )
-    elif arch.kind == "dual-encoder":  # CLIP: image patches + CLS, then the text
-        image = job.image_size or arch.image_size
-        lengths = [arch.vision_tokens(image), job.seq]
-        pre = 2.0 * (lengths[0] - 1) * arch.channels * arch.patch_size**2 * arch.stacks[0].hidden
-    elif arch.kind == "encoder-decoder":
-        lengths = [arch.source_length or job.seq, job.target_seq or job.seq]  # Whisper: fixed
-        pre = 0.0
-    else:
-        lengths = [job.seq]
-        pre = 0.0
+    lengths = stack_lengths(arch, job)
+    input_flops = _INPUT_FLOPS.get(arch.kind)
+    pre = input_flops(arch, lengths) if input_flops is not None else 0.0
     emb = arch.embedding
     if emb is not None and emb.projected:
         pre += sum(2.0 * s * emb.width * arch.stacks[0].hidden for s in lengths)

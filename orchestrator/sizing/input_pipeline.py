@@ -20,14 +20,18 @@ a measurement of ours: a user's measured `--throughput GPU=...` replaces it, and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.sizing.architectures import Architecture
+
 DECODE_PER_VCPU = 100.0  # images/s per vCPU, JPEG decode + standard augmentation
 RESERVED_VCPUS = 1
-VISION_KINDS = ("cnn", "vit")
 
 
-def decodes_images(kind: str) -> bool:
+def decodes_images(arch: Architecture) -> bool:
     """Whether a model of this architecture kind trains on decoded images."""
-    return kind in VISION_KINDS
+    return arch.traits.image_input
 
 
 def decode_ceiling(vcpus: int) -> float:

@@ -157,9 +157,9 @@ def _from_config(config: dict, name: str, job: JobSpec, where: str) -> Architect
 
 def _check_shape(arch: Architecture, job: JobSpec) -> list[str]:
     warnings: list[str] = []
-    if arch.kind in ("vit", "cnn"):
+    if arch.traits.image_input:
         image = job.image_size or arch.image_size
-        if arch.kind == "vit":
+        if arch.traits.patch_tokens:
             if image < arch.patch_size:
                 raise UsageError(
                     f"--image-size {image} is smaller than the {arch.patch_size}-pixel patches"
@@ -175,7 +175,7 @@ def _check_shape(arch: Architecture, job: JobSpec) -> list[str]:
     if job.image_size is not None:
         warnings.append(f"--image-size is ignored: {arch.name} is not a vision model")
     lengths = [("--seq", job.seq)]
-    if arch.kind == "encoder-decoder" and job.target_seq is not None:
+    if arch.traits.encoder_decoder and job.target_seq is not None:
         lengths.append(("--target-seq", job.target_seq))
     elif job.target_seq is not None:
         warnings.append(f"--target-seq is ignored: {arch.name} is not an encoder-decoder")
@@ -229,9 +229,9 @@ def resolve_architecture(job: JobSpec) -> tuple[Architecture, list[str]]:
         )
     warnings.extend(arch.notes)
     warnings.extend(_check_shape(arch, job))
-    if job.lora_rank and arch.kind == "cnn":
+    if job.lora_rank and not arch.traits.transformer:
         raise UsageError(f"--lora-rank needs a transformer; {arch.name} is a CNN")
-    if job.attention == "sdpa" and not arch.sdpa and arch.kind != "cnn":
+    if job.attention == "sdpa" and not arch.sdpa and arch.traits.transformer:
         warnings.append(
             f"{arch.family} has no SDPA attention in transformers: estimated with eager attention"
         )

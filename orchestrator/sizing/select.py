@@ -236,7 +236,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         notes = [precision_note] if precision_note else []
         if job.zero and count == 1:
             notes.append(zero_note)
-        if measured is None and decodes_images(arch.kind):
+        if measured is None and decodes_images(arch):
             rate, input_note = _input_bound(instance, gpu, rate)
             notes += [input_note] if input_note else []
         hours = samples / rate / 3600 + SETUP_HOURS
@@ -375,7 +375,7 @@ class _JobSpeed:
         """(tokens/s per GPU, MFU) of a decoder-only job; (None, None) for other models.
         MFU counts the model's FLOPs without checkpointing's recompute, against the dense peak
         of the precision the GPU runs."""
-        if self.arch.kind != "decoder":
+        if not self.arch.traits.llm:
             return None, None
         key = PEAK_KEY.get(precision_used, "fp32")
         peak = gpu.peak_tflops.get(key) or gpu.peak_tflops["fp32"]
@@ -500,7 +500,7 @@ def _cluster_speed(
     collectives = _collectives(instance, memory, job)
     box = ctx.speed.samples_per_s(gpu, count, measured, collectives, shards=count * nodes)
     notes: list[str] = []
-    if measured is None and decodes_images(ctx.arch.kind):
+    if measured is None and decodes_images(ctx.arch):
         box, input_note = _input_bound(instance, gpu, box)
         notes += [input_note] if input_note else []
     network = network_of(instance.cloud, instance.name)

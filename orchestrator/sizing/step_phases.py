@@ -32,6 +32,7 @@ from orchestrator.sizing.activations import (
 )
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.lengths import stack_lengths
 from orchestrator.sizing.quantized import dequant_transient_bytes
 from orchestrator.sizing.runtime_stack import RuntimeStack
 
@@ -64,7 +65,7 @@ def loss_transients(arch: Architecture, job: JobSpec) -> tuple[float, float]:
         chunk = fused_ce_transient(arch, job, dt.act)
         return chunk, chunk
     logits = output_tokens(arch, job) * arch.head.vocab
-    upcast = 4 if arch.head.kind == "causal-lm" and dt.act < 4 else 0
+    upcast = 4 if arch.head.traits.upcast_logits and dt.act < 4 else 0
     return logits * (dt.act + upcast), logits * 8
 
 
@@ -80,7 +81,7 @@ def layer_backward_transient(arch: Architecture, job: JobSpec) -> float:
     if arch.convnext is not None:
         net = arch.convnext
         return b * 4 * net.widths[0] * (image // net.patch) ** 2 * dt.act * 2
-    lengths = _stack_lengths(arch, job)
+    lengths = stack_lengths(arch, job, rounding=math.floor)  # Swin: floored stage sides
     eager = job.attention == "eager" or not arch.sdpa
     candidates = [0.0]
     for st, s in zip(arch.stacks, lengths, strict=False):
@@ -89,19 +90,6 @@ def layer_backward_transient(arch: Architecture, job: JobSpec) -> float:
         if eager:
             candidates.append(b * st.heads * s * s * (4 + dt.act))
     return max(candidates)
-
-
-def _stack_lengths(arch: Architecture, job: JobSpec) -> list[int]:
-    image = job.image_size or arch.image_size
-    if arch.kind == "vit":
-        return [arch.vision_tokens(image)]
-    if arch.kind == "dual-encoder":
-        return [arch.vision_tokens(image), job.seq]
-    if arch.kind == "swin":
-        return [(image // arch.patch_size // 2**i) ** 2 for i in range(len(arch.stacks))]
-    if arch.kind == "encoder-decoder":
-        return [arch.source_length or job.seq, job.target_seq or job.seq]
-    return [job.seq]
 
 
 def optimizer_temporary_bytes(

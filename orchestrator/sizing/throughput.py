@@ -146,12 +146,13 @@ class Shape:
 
 
 def shape_of(arch: Architecture, job: JobSpec, stack: str = "optimised") -> Shape | None:
-    if arch.kind == "cnn" or not arch.stacks:
+    if not arch.traits.transformer or not arch.stacks:
         return None
     from orchestrator.sizing.flops import layer_flops
 
     hidden = max(st.hidden for st in arch.stacks)
-    seq = arch.vision_tokens(job.image_size or arch.image_size) if arch.kind == "vit" else job.seq
+    image = job.image_size or arch.image_size
+    seq = arch.vision_tokens(image) if arch.traits.patch_tokens else job.seq
     sdpa = job.attention == "sdpa" and arch.sdpa
     weights = attention = 0.0
     for st in arch.stacks:
@@ -212,7 +213,7 @@ def workload_of(arch: Architecture, memory_format: str = "", stack: str = "optim
     (NHWC) is its own workload: in PyTorch's default NCHW, cuDNN's tensor-core convolutions
     add layout transposes, and the same GPU trains ResNet-50 about 1.5x slower in AMP.
     Transformers are calibrated per implementation class (`stack`, sizing/stacks.py)."""
-    if arch.kind != "cnn":
+    if arch.traits.transformer:
         return workload_for("transformer", stack)
     return "cnn-channels-last" if memory_format == "channels-last" else "cnn"
 

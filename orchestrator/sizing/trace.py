@@ -40,7 +40,7 @@ import time
 import weakref
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 from orchestrator.errors import UsageError
 from orchestrator.sizing.architectures import Architecture, Head, WeightGroup
@@ -107,6 +107,7 @@ class TracedArchitecture(Architecture):
     config_json: str = ""
     layer_count: int = 1  # repeated layers (for ZeRO-3's per-layer gather buffers)
     analytic: bool = False  # weights/stacks come from the analytic model; only activations traced
+    traced: ClassVar[bool] = True
 
     def trace(self, job: JobSpec) -> TraceResult:
         return trace_config(self.config_json, trace_key(job))

@@ -6,6 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING, ClassVar
+
+from orchestrator.sizing.architectures.kinds import HEAD_KINDS, KINDS, HeadKind, Kind
+
+if TYPE_CHECKING:
+    from orchestrator.sizing.job import JobSpec
 
 
 class ConfigError(ValueError):
@@ -131,6 +137,11 @@ class Head:
     pooled: bool = False  # reads one (CLS) position
     softcap: bool = False  # Gemma 2: tanh soft-capping of the logits
 
+    @property
+    def traits(self) -> HeadKind:
+        """What this kind of head means to the formulas (kinds.HEAD_KINDS)."""
+        return HEAD_KINDS.get(self.kind) or HeadKind(self.kind)
+
 
 @dataclass(frozen=True, slots=True)
 class ResNetStage:
@@ -182,6 +193,20 @@ class Architecture:
     synthetic: bool = False  # made up from a parameter count (--params-m)
     sdpa: bool = True  # the transformers implementation has an SDPA path
     notes: tuple[str, ...] = ()
+    traced: ClassVar[bool] = False  # activations come from a trace (sizing/trace)
+
+    @property
+    def traits(self) -> Kind:
+        """What this kind of model means to the formulas (kinds.KINDS)."""
+        return KINDS.get(self.kind) or Kind(self.kind)
+
+    def traced_activation_bytes(self, job: JobSpec) -> int | None:
+        """Saved-activation bytes from a trace; None: use the analytic formulas."""
+        return None
+
+    def traced_flops_per_sample(self, job: JobSpec) -> float | None:
+        """Training FLOPs per sample from a trace; None: use the analytic count."""
+        return None
 
     @cached_property
     def parameters(self) -> int:
