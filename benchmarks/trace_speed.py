@@ -1,4 +1,4 @@
-"""The traced activation model (sizing/trace.py): how long a trace takes and how it compares
+"""The traced activation model (sizing/trace/): how long a trace takes and how it compares
 with the analytic model.
 
 1. Speed on full-size configs (meta device, no real memory): Llama-3-70B, Mixtral-8x7B and

@@ -37,7 +37,7 @@ class JobSpec:
     samples: int | None = None  # total training samples for the job (cost per job)
     epochs: float | None = None
     dataset_size: int | None = None
-    trace: bool = False  # activations from a meta-device trace (sizing/trace.py)
+    trace: bool = False  # activations from a meta-device trace (sizing/trace/)
     # Overhead and implementation knobs (orchestrator/sizing/overhead.py).
     cuda_context_gib: float | None = None  # None: the default assumption
     cuda_context_basis: str | None = None  # where a given context figure comes from

@@ -1,4 +1,4 @@
-"""The traced activation model (sizing/trace.py): agreement with the analytic model where that
+"""The traced activation model (sizing/trace/): agreement with the analytic model where that
 one is exact, GPU semantics (bool dropout masks, flash/efficient SDPA, CUDA autocast policy,
 balanced MoE routing), and the fallback for families the analytic model does not know.
 
@@ -156,10 +156,12 @@ def test_precision_policy(trace) -> None:
 def test_cuda_autocast_op_lists(trace) -> None:
     import torch
 
+    from orchestrator.sizing.trace.autocast import cuda_autocast
+
     f = torch.nn.functional
     x = torch.empty(4, 8, device="meta")
     w = torch.nn.Parameter(torch.empty(8, 8, device="meta"))
-    mode = trace._CudaAutocast(torch, torch.bfloat16)
+    mode = cuda_autocast(torch, torch.bfloat16)
     with mode:
         y = f.linear(x, w)
         again = f.linear(x, w)
