@@ -143,3 +143,23 @@ def with_cloud_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
         "ALIBABA_CLOUD_ACCESS_KEY_SECRET": "testing",
     }.items():
         monkeypatch.setenv(key, value)
+
+
+def cli_refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> str:
+    """`orch ARGV` is refused as bad input: exit 2 and one line `orch: error: ...` that holds
+    every one of `words`, never a traceback. Returns the line (the up/run/pool validation
+    suites share this one check)."""
+    from orchestrator.cli import main
+
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("orch: error: "), err
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]

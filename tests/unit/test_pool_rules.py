@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
 from orchestrator.clouds.base import BOX_TAG, EXPIRES_TAG, POOL_STORE_TAG, POOL_TAG
 from orchestrator.errors import UsageError
 from orchestrator.pool import record as pool_record
 from orchestrator.pool.store import LocalStore
 from orchestrator.sweep import Resource, _reap, group_resources
-from tests.support import candidate, plan_file
+from tests.support import candidate, cli_refused, plan_file
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -132,12 +131,7 @@ def test_the_sweeper_reaps_pool_boxes_whose_pool_or_entry_is_gone(local_pool):
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(argv))
-    err = capsys.readouterr().err.strip().splitlines()
-    assert exit_info.value.code == 2 and len(err) == 1 and err[0].startswith("orch: error: ")
-    for word in words:
-        assert word in err[0], err[0]
+    cli_refused(capsys, *argv, words=words)
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
 from orchestrator.errors import UsageError
 from orchestrator.plan import Plan
 from orchestrator.provision import inputs, launch, steps
 from orchestrator.run import session, shell
 from orchestrator.run.spec import RunSpec, parse_env, parse_store, relative_box_path
-from tests.support import candidate, plan_file, with_cloud_credentials
+from tests.support import candidate, cli_refused, plan_file, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
 
@@ -44,17 +43,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> None:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("orch: error: "), err
-    for word in words:
-        assert word in lines[0], lines[0]
+    cli_refused(capsys, *argv, words=words)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from orchestrator.cli import main
 from orchestrator.provision import display, inputs, launch, steps
 from orchestrator.provision.boxes import Box, box_directory
 from orchestrator.provision.request import UpRequest
-from tests.support import candidate, plan_file, with_cloud_credentials
+from tests.support import candidate, cli_refused, plan_file, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
 
@@ -56,15 +56,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> str:
     """Exit 2, one error line containing `words`, and `orch list` shows no box."""
-    code, _, err = run(capsys, *argv)
-    lines = err.strip().splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("orch: error: "), err
-    for word in words:
-        assert word in lines[0], lines[0]
+    line = cli_refused(capsys, *argv, words=words)
     code, out, _ = run(capsys, "list", "--json")
     assert code == 0 and json.loads(out) == []
-    return lines[0]
+    return line
 
 
 def up_args(plan: str, *extra: str) -> list[str]:
