@@ -9,13 +9,29 @@ here.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
 from orchestrator import __version__
-from orchestrator.commands.option_spec import CommandSpec, click_command
+from orchestrator.commands.option_spec import CommandSpec, click_settings, given_on_command_line
 from orchestrator.commands.registry import COMMANDS
 from orchestrator.errors import EXIT_INTERRUPTED, EXIT_USAGE
+
+
+def click_command(command: CommandSpec) -> click.Command:
+    """The click command of a CommandSpec: same options, same body."""
+
+    def callback(**values: Any) -> None:
+        command.run(given_on_command_line(values), **values)
+
+    params = [click.Option([*o.flags, o.name], **click_settings(o)) for o in command.options]
+    if command.job_file:
+        from orchestrator.jobfile.command import JobFileCommand, job_file_param
+
+        params.append(job_file_param())
+        return JobFileCommand(command.name, callback=callback, params=params, help=command.help)
+    return click.Command(command.name, callback=callback, params=params, help=command.help)
 
 
 class LazyGroup(click.Group):

@@ -51,7 +51,7 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
     if not model_given:
         raise UsageError("give --plan plan.json, or a model to plan for (--model ...)")
     from orchestrator.jobfile.command import file_setting
-    from orchestrator.sizing.select import plan_job
+    from orchestrator.sizing.planning import plan_job
 
     if kwargs.get("max_price") is None:  # the job file's price cap filters here too
         kwargs = {**kwargs, "max_price": file_setting("max_price")}

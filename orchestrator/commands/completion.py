@@ -26,9 +26,8 @@ def completion(shell: str) -> None:
     """
     from click.shell_completion import get_completion_class
 
-    from orchestrator.click_group import cli
-
     completer = get_completion_class(shell)
     if completer is None:  # click knows all three; a newer click might drop one
         raise click.UsageError(f"click has no completion for {shell}")
-    click.echo(completer(cli, {}, "orch", COMPLETE_VAR).source(), nl=False)
+    root = click.get_current_context().find_root().command  # the `orch` group
+    click.echo(completer(root, {}, "orch", COMPLETE_VAR).source(), nl=False)

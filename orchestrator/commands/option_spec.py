@@ -1,9 +1,10 @@
 """Command-line options declared as data: one declaration per option, shared by commands.
 
 `orch plan`, `orch estimate` and the commands that take the same job and selection options
-(`up`, `run`, `pool create`) declare them once, as `Option` values; `click_command` and
-`apply_click_options` turn them into click's objects. A `CommandSpec` is a command declared
-this way (its options and its body), built into a click command by orchestrator/click_group.py.
+(`up`, `run`, `pool create`) declare them once, as `Option` values; `apply_click_options`
+(and `click_command` in orchestrator/click_group.py) turn them into click's objects. A
+`CommandSpec` is a command declared this way (its options and its body), built into a click
+command by orchestrator/click_group.py.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _click_type(option: Option) -> Any:
     return bounded(option.minimum, option.maximum, min_open=option.minimum_open)
 
 
-def _click_settings(option: Option) -> dict[str, Any]:
+def click_settings(option: Option) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     if option.kind == "flag":
         settings["is_flag"] = True
@@ -122,7 +123,7 @@ def apply_click_options(func: F, options: Iterable[Option]) -> F:
     import click
 
     for option in reversed(tuple(options)):
-        func = click.option(*option.flags, option.name, **_click_settings(option))(func)
+        func = click.option(*option.flags, option.name, **click_settings(option))(func)
     return func
 
 
@@ -138,19 +139,3 @@ def given_on_command_line(names: Iterable[str]) -> frozenset[str]:
         if (source := context.get_parameter_source(name)) is not None
         and source.name in ("COMMANDLINE", "DEFAULT_MAP")
     )
-
-
-def click_command(command: CommandSpec) -> Any:
-    """The click command of a CommandSpec: same options, same body."""
-    import click
-
-    def callback(**values: Any) -> None:
-        command.run(given_on_command_line(values), **values)
-
-    params = [click.Option([*o.flags, o.name], **_click_settings(o)) for o in command.options]
-    if command.job_file:
-        from orchestrator.jobfile.command import JobFileCommand, job_file_param
-
-        params.append(job_file_param())
-        return JobFileCommand(command.name, callback=callback, params=params, help=command.help)
-    return click.Command(command.name, callback=callback, params=params, help=command.help)

@@ -20,15 +20,8 @@ from orchestrator.commands.selection_options import SELECTION_OPTIONS, selection
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, write_plan
 from orchestrator.sizing.levers import Lever, cheaper_if
-from orchestrator.sizing.select import (
-    SETUP_HOURS,
-    Ranking,
-    node_scaling,
-    nothing_fits_message,
-    plan_from_ranking,
-    rank,
-    winners,
-)
+from orchestrator.sizing.planning import nothing_fits_message, plan_from_ranking
+from orchestrator.sizing.select import SETUP_HOURS, Ranking, node_scaling, rank, winners
 from orchestrator.sizing.stacks import STACK_TEXT
 from orchestrator.textui import terminal_width
 

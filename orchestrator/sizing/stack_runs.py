@@ -51,7 +51,7 @@ def run_job(m: Any) -> tuple[Architecture, JobSpec]:
 def run_terms(m: Any) -> RunTerms:
     from orchestrator.sizing.flops import training_flops_per_sample
     from orchestrator.sizing.memory import estimate_memory
-    from orchestrator.sizing.throughput import workload_of
+    from orchestrator.sizing.step_terms import workload_of
 
     arch, job = run_job(m)
     memory = estimate_memory(arch, job)
@@ -68,7 +68,7 @@ def run_terms(m: Any) -> RunTerms:
 def run_utilisation(m: Any, gpu: Any, key: str, host_op: float) -> float | None:
     """Achieved share of `key` peak in the run's forward and backward (None: not usable)."""
     from orchestrator.sizing.stacks import extra_seconds
-    from orchestrator.sizing.throughput import job_step
+    from orchestrator.sizing.step_terms import job_step
 
     t = run_terms(m)
     step = job_step(t.trainable, t.state_bytes, t.job.precision, 0, 1, m.stack)

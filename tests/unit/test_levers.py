@@ -14,7 +14,8 @@ import pytest
 from orchestrator.errors import UsageError
 from orchestrator.sizing import levers
 from orchestrator.sizing.job import JobSpec
-from orchestrator.sizing.select import PlanOptions, plan_job, rank, winners
+from orchestrator.sizing.planning import plan_job
+from orchestrator.sizing.select import PlanOptions, rank, winners
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_B = str(ROOT / "benchmarks/gpu/configs/llama-3.2-1b.json")

@@ -17,8 +17,9 @@ from orchestrator.plan import Candidate, Plan, read_plan
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import estimate_memory
 from orchestrator.sizing.nodes import FABRIC_EFFICIENCY, cluster_rate, internode_seconds
+from orchestrator.sizing.planning import plan_job
 from orchestrator.sizing.resolve import resolve_architecture
-from orchestrator.sizing.select import PlanOptions, plan_job, rank
+from orchestrator.sizing.select import PlanOptions, rank
 from tests.support import candidate, plan_file
 
 GIB = 1024**3

@@ -15,7 +15,8 @@ from orchestrator.catalog.schema import Price
 from orchestrator.errors import UsageError
 from orchestrator.sizing.input_pipeline import DECODE_PER_VCPU, decode_ceiling
 from orchestrator.sizing.job import JobSpec
-from orchestrator.sizing.select import PlanOptions, plan_job, rank, winners
+from orchestrator.sizing.planning import plan_job
+from orchestrator.sizing.select import PlanOptions, rank, winners
 
 GPT2 = JobSpec(model="gpt2", batch=8, seq=512)
 RESNET = JobSpec(model="resnet50", batch=64, precision="amp-bf16", samples=1_281_167)

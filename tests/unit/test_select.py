@@ -8,7 +8,8 @@ from orchestrator.catalog import load_gpus
 from orchestrator.errors import UsageError
 from orchestrator.plan import read_plan, write_plan
 from orchestrator.sizing.job import JobSpec
-from orchestrator.sizing.select import PlanOptions, job_samples, plan_job, rank
+from orchestrator.sizing.planning import plan_job
+from orchestrator.sizing.select import PlanOptions, job_samples, rank
 
 BERT = JobSpec(model="bert-large", batch=8, seq=512)
 

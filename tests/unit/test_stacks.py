@@ -17,8 +17,9 @@ from orchestrator.catalog import load_gpus
 from orchestrator.catalog.interconnect import load_single_gpu_runs
 from orchestrator.errors import UsageError
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.planning import plan_job
 from orchestrator.sizing.resolve import resolve_architecture
-from orchestrator.sizing.select import PlanOptions, plan_job, rank
+from orchestrator.sizing.select import PlanOptions, rank
 from orchestrator.sizing.stack_runs import run_job
 from orchestrator.sizing.stacks import (
     A100_40GB_BANDWIDTH,
