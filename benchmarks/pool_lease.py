@@ -101,7 +101,8 @@ def timed(owner, attr, label):
 timed(store.LocalStore, "read", "store read (record)")
 timed(store.LocalStore, "replace", "store conditional write (flock+fsync+rename)")
 timed(m, "_take", "_take (pick + lease in the record)")
-timed(m, "_materialize", "_materialize (load the box record)")
+import orchestrator.pool.members as members
+timed(members, "materialize", "materialize (load the box record)")
 timed(m, "box_summary", "display.box_summary")
 timed(m, "_lease_answer", "_lease_answer (materialize + summary)")
 timed(m, "lease", "manager.lease (all of it)")

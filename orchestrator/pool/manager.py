@@ -15,11 +15,8 @@ them; with the local store they live in this machine's ORCH_HOME.
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -27,62 +24,18 @@ from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG, CloudError
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 from orchestrator.plan import Plan
 from orchestrator.pool import entries as pool_entries
+from orchestrator.pool import members
 from orchestrator.pool import record as pool_record
-from orchestrator.pool.ownership import Unverified, not_ours
-from orchestrator.pool.store import Conflict, RecordStore, open_store, store_tag, update
-from orchestrator.provision import launch, teardown
-from orchestrator.provision.boxes import Box, box_exists, load_box
-from orchestrator.provision.display import box_summary, ssh_target
-from orchestrator.provision.request import SCHEMA as REQUEST_SCHEMA
-from orchestrator.provision.request import UpRequest
+from orchestrator.pool.handle import NoBoxFree, Pool, open_pool
+from orchestrator.pool.members import provision, provision_entry
+from orchestrator.pool.ownership import Unverified
+from orchestrator.pool.store import Conflict, store_tag
+from orchestrator.provision.boxes import Box
+from orchestrator.provision.display import box_summary
 
+__all__ = ["NoBoxFree", "Pool", "open_pool", "provision", "provision_entry"]
 Say = Callable[[str], None]
 POLL_S = 2.0
-
-
-class NoBoxFree(OrchError):
-    """`lease --wait` ran out: every box is leased and the pool is at --max."""
-
-
-@dataclass(slots=True)
-class Pool:
-    name: str
-    store: RecordStore
-    say: Say
-    progress: Say | None = None
-    ssh_config: str | None = None
-    check_timeout: float = 900.0
-    holder: str = field(default_factory=pool_record.holder_id)
-    # Entries skipped as damaged, and boxes found not to be this pool's: {name: why}.
-    skipped: dict[str, str] = field(default_factory=dict)
-    foreign: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return pool_record.record_key(self.name)
-
-    def read(self) -> dict[str, Any]:
-        found = self.store.read(self.key)
-        if found is None:
-            raise UsageError(f"no pool named {self.name!r} in {self.store.url}")
-        return self._checked(found.data)
-
-    def change(self, fn: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any], Any]:
-        return update(self.store, self.key, lambda data: fn(self._checked(data)))
-
-    def _checked(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The record checked (UsageError when damaged), its damaged entries removed and
-        reported once each (a write then leaves them out: pool_entries)."""
-        for name, why in pool_entries.check(data, self.name).items():
-            if name not in self.skipped:
-                self.skipped[name] = why
-                self.say(f"pool {self.name}: skipping damaged entry {name}: it {why}")
-        return data
-
-
-def open_pool(name: str, store_url: str | None, say: Say, **kwargs: Any) -> Pool:
-    pool_record.validate_pool_name(name)
-    return Pool(name, open_store(store_url), say, **kwargs)
 
 
 # ------------------------------------------------------------------------------ create
@@ -103,193 +56,6 @@ def create(pool: Pool, plan: Plan, settings: dict[str, Any]) -> dict[str, Any]:
     return {"pool": pool.name, "store": pool.store.url, "started": started}
 
 
-# ------------------------------------------------------------------------------ boxes
-
-
-def _up_request(pool: Pool, data: dict[str, Any], box_name: str) -> UpRequest:
-    """The record's launch request for box `box_name`, checked again (the record is shared),
-    with the pool's tags and its own expiry."""
-    up = data["up"]
-    if up.get("schema") is None:  # a record from before the whole request was kept
-        up = {**up, "schema": REQUEST_SCHEMA, "plan": data["plan"], "ttl": data["ttl"]}
-    tags = {POOL_TAG: pool.name, POOL_STORE_TAG: data["store"]}
-    return UpRequest.from_dict({**up, "name": box_name}, extra_tags=tags)
-
-
-def _summary(box: Box) -> dict[str, Any]:
-    outputs = box.outputs or {}
-    user, _ = ssh_target(box)
-    return {
-        "cloud": box.cloud,
-        "region": box.region,
-        "instance_type": box.candidate.instance_type,
-        "market": box.candidate.market,
-        "price_per_hour": box.candidate.price_per_hour,
-        "instance_id": outputs.get("instance_id"),
-        "public_ip": outputs.get("public_ip"),
-        "ssh_user": user,
-        "expires_at": box.expires_at,
-        "state_url": box.state_url,
-    }
-
-
-def _transport(pool: Pool, box: Box):  # noqa: ANN202 - an SshTransport
-    from orchestrator.check.transport import resolve_ssh_config
-    from orchestrator.run.shell import ssh_transport
-
-    return ssh_transport(box, resolve_ssh_config(pool.ssh_config))
-
-
-def provision(pool: Pool, box_name: str) -> Box:
-    """Create, check and baseline one box whose entry is `provisioning` by this holder."""
-    from orchestrator.check.untrusted import printable
-    from orchestrator.check.verify import check_box
-    from orchestrator.pool.reset import mark_baseline
-
-    data = pool.read()
-    request = _up_request(pool, data, box_name)
-    pool.say(f"pool {pool.name}: starting box {box_name}")
-    box = launch.up(request, pool.say, pool.progress).box
-    report = check_box(box, ssh_config=pool.ssh_config, timeout=pool.check_timeout)
-    if not report.ok:
-        problems = "; ".join(printable(c.message) for c in report.failures())
-        raise OrchError(f"box {box_name} does not match the pool's plan: {problems}")
-    mark_baseline(_transport(pool, box))
-    if pool.store.kind.shared:
-        pool.store.put_secret(pool_record.key_secret(pool.name, box_name), box.key_path.read_text())
-    return box
-
-
-def _destroy(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> bool:
-    """Destroy a pool box (its entry is `destroying` or gone), then forget its entry. A box
-    that is not this pool's is left alone (False); one whose owner the cloud cannot tell
-    keeps its entry, for a later reconcile (ownership.Unverified)."""
-    box = _materialize(pool, box_name, data)
-    try:
-        if box is not None:
-            teardown.down(box_name, None, pool.say, pool.progress, _forget)
-    finally:
-        _drop(pool, box_name)
-        if pool.store.kind.shared:
-            pool.store.delete(pool_record.key_secret(pool.name, box_name))
-    return box_name not in pool.foreign
-
-
-def _forget(record: dict[str, Any], say: Say) -> object:
-    """A box's CI runner registration, removed once the box is gone (provision.teardown)."""
-    from orchestrator.ci_runner import forget
-
-    return forget(record, say)
-
-
-def _drop(pool: Pool, box_name: str) -> None:
-    pool.change(lambda d: d["boxes"].pop(box_name, None))
-
-
-def _materialize(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box | None:
-    """A pool box as this machine can act on it, once its record here and its cloud tags
-    both say it is this pool's (else it joins `pool.foreign`). None: nothing is known, or it
-    is not this pool's."""
-    box = _find(pool, box_name, data)
-    why = None if box is None else not_ours(box, pool.name, store_tag(pool.store))
-    if why is None:
-        return box
-    if box_name not in pool.foreign:
-        pool.foreign[box_name] = why
-        pool.say(f"pool {pool.name}: {box_name} is not a box of this pool ({why}): "
-                 "dropping its entry and leaving the box alone")  # fmt: skip
-    return None
-
-
-def _find(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box | None:
-    """This machine's record of a pool box: the local one, or rebuilt from the S3 store (its
-    Terraform state bundle, and its key from the pool's secrets). None: nothing is known."""
-    if box_exists(box_name):
-        return load_box(box_name)
-    data = data or pool.read()
-    state_url = data["up"].get("state_url")
-    if not state_url:
-        return None
-    from orchestrator.provision import state_backend
-    from orchestrator.provision.keys import write_private_key
-
-    try:
-        box = teardown.restore_box(state_backend.parse_state_url(state_url), box_name)
-    except teardown.NoSuchBox:
-        return None
-    secret = pool.store.get_secret(pool_record.key_secret(pool.name, box_name))
-    if secret:
-        write_private_key(box.key_path, secret)
-    return box
-
-
-def _start_boxes(pool: Pool, names: list[str]) -> list[str]:
-    """Provision boxes in parallel, each in an `orch pool _provision` child (Terraform's
-    signal handling needs a main thread of its own); returns those that came up."""
-    if not names:
-        return []
-    children = {
-        name: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "pool",
-                "_provision",
-                pool.name,
-                name,
-                *(["--store", pool.store.url] if pool.store.kind.shared else []),
-                *(["--ssh-config", pool.ssh_config] if pool.ssh_config else []),
-                "--check-timeout",
-                str(pool.check_timeout),
-            ],
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        for name in names
-    }
-    return [name for name, child in children.items() if child.wait() == 0]
-
-
-def provision_entry(
-    pool: Pool, box_name: str, *, lease_for: str | None = None, lease_ttl_s: float | None = None
-) -> dict | None:
-    """Provision the box of a `provisioning` entry; on success make it ready (or leased to
-    `lease_for`, returning the lease); on failure destroy what was made and drop the entry."""
-    try:
-        box = provision(pool, box_name)
-    except BaseException as exc:
-        pool.say(f"pool {pool.name}: box {box_name} did not come up: {_why(exc)}")
-        _mark_destroying(pool, box_name)
-        _destroy(pool, box_name)
-        raise
-    summary = _summary(box)
-
-    def done(data: dict[str, Any]) -> dict | None:
-        entry = data["boxes"].get(box_name)
-        if entry is None:
-            raise OrchError(f"pool {pool.name}: box {box_name} was removed while it started")
-        entry["box"] = summary
-        if lease_for is None:
-            pool_record.set_state(entry, "ready")
-            return None
-        ttl = float(lease_ttl_s or data["lease_ttl_s"])
-        return pool_record.lease_box(data, box_name, lease_for, ttl)
-
-    return pool.change(done)[1]
-
-
-def _why(exc: BaseException) -> str:
-    return exc.one_line() if isinstance(exc, OrchError) else type(exc).__name__
-
-
-def _mark_destroying(pool: Pool, box_name: str) -> None:
-    def mark(data: dict[str, Any]) -> None:
-        if box_name in data["boxes"]:
-            pool_record.set_state(data["boxes"][box_name], "destroying", pool.holder)
-
-    pool.change(mark)
-
-
 # ------------------------------------------------------------------------------ lease
 
 
@@ -303,7 +69,7 @@ def lease(pool: Pool, wait_s: float, lease_ttl_s: float | None) -> dict[str, Any
         if outcome["kind"] == "ready":
             box = _verified_for_lease(pool, outcome["box"], data)
             if outcome["box"] in pool.foreign:
-                _drop(pool, outcome["box"])
+                members.drop(pool, outcome["box"])
                 continue
             return _lease_answer(pool, data, outcome["box"], outcome["lease"], box)
         if outcome["kind"] == "new":
@@ -346,7 +112,7 @@ def _verified_for_lease(pool: Pool, box_name: str, data: dict[str, Any]) -> Box 
     """The leased box, once it is known to be this pool's; when that cannot be told now, the
     lease is undone (the box is ready again) and the error raised."""
     try:
-        return _materialize(pool, box_name, data)
+        return members.materialize(pool, box_name, data)
     except Unverified:
 
         def undo(d: dict[str, Any]) -> None:
@@ -361,7 +127,7 @@ def _verified_for_lease(pool: Pool, box_name: str, data: dict[str, Any]) -> Box 
 def _lease_answer(
     pool: Pool, data: dict[str, Any], box_name: str, lease: dict, box: Box | None = None
 ) -> dict:
-    box = box or _materialize(pool, box_name, data)
+    box = box or members.materialize(pool, box_name, data)
     summary = dict(data["boxes"][box_name].get("box") or {})
     answer = {
         "pool": pool.name,
@@ -404,7 +170,7 @@ def release(
     pool.change(begin)
     if dirty:
         pool.say(f"pool {pool.name}: destroying dirty box {box_name}")
-        return "destroyed" if _destroy(pool, box_name) else "dropped: not a box of this pool"
+        return "destroyed" if members.destroy(pool, box_name) else "dropped: not a box of this pool"
     return _reset_or_destroy(pool, box_name)
 
 
@@ -412,20 +178,20 @@ def _reset_or_destroy(pool: Pool, box_name: str) -> str:
     from orchestrator.pool.reset import reset_box
 
     try:
-        box = _materialize(pool, box_name)
+        box = members.materialize(pool, box_name)
         if box is None and box_name in pool.foreign:
-            _drop(pool, box_name)
+            members.drop(pool, box_name)
             return "dropped: not a box of this pool"
         if box is None:
             raise OrchError(f"no record of box {box_name} here or in the pool's state")
-        reset_box(box, _transport(pool, box), pool.ssh_config, min(pool.check_timeout, 300))
+        reset_box(box, members.transport(pool, box), pool.ssh_config, min(pool.check_timeout, 300))
     except Unverified:
         raise  # whose box it is cannot be told now: the entry stays, for a later reconcile
     except OrchError as exc:
         pool.say(f"pool {pool.name}: box {box_name} failed its reset ({exc.one_line()}); "
                  "destroying it")  # fmt: skip
-        _mark_destroying(pool, box_name)
-        _destroy(pool, box_name)
+        members.mark_destroying(pool, box_name)
+        members.destroy(pool, box_name)
         return "destroyed"
 
     def ready(data: dict[str, Any]) -> None:
@@ -494,7 +260,7 @@ def top_up(pool: Pool) -> list[str]:
         return names
 
     names = pool.change(add)[1]
-    return _start_boxes(pool, names)
+    return members.start_boxes(pool, names)
 
 
 def reconcile(pool: Pool) -> dict[str, Any]:
@@ -543,20 +309,20 @@ def _recover(pool: Pool, name: str, entry: dict[str, Any], at: Any, actions: dic
         pool, name, str(entry.get("state")), "destroying", stale=True
     ):
         pool.say(f"pool {pool.name}: {name} was left {entry.get('state')}; destroying it")
-        if _destroy(pool, name):
+        if members.destroy(pool, name):
             actions["stale_removed"].append(name)
 
 
 def _replace_if_unhealthy(pool: Pool, name: str, entry: dict[str, Any], actions: dict) -> None:
     why = _unhealthy(pool, name, entry)
     if name in pool.foreign:
-        _drop(pool, name)
+        members.drop(pool, name)
         return
     if why is None:
         return
     if _claim(pool, name, "ready", "destroying"):
         pool.say(f"pool {pool.name}: {name} {why}; replacing it")
-        if _destroy(pool, name):
+        if members.destroy(pool, name):
             actions["expired_destroyed" if why.startswith("expires") else "replaced"].append(name)
 
 
@@ -587,7 +353,7 @@ def _unhealthy(pool: Pool, name: str, entry: dict[str, Any]) -> str | None:
     until = pool_record.usable_until(entry)
     if until is not None and until <= pool_record.now() + timedelta(seconds=data["lease_ttl_s"]):
         return f"expires at {pool_record.iso(until)}, within a lease"
-    box = _materialize(pool, name, data)
+    box = members.materialize(pool, name, data)
     if box is None:
         return "has no record here or in the pool's state"
     instance_id = (box.outputs or {}).get("instance_id")
@@ -598,7 +364,7 @@ def _unhealthy(pool: Pool, name: str, entry: dict[str, Any]) -> str | None:
     if state is not None and (state.lost or state.spot_reclaimed):
         return f"is {state.state} in {box.cloud} ({state.reason or 'no reason given'})"
     try:
-        result = call(_transport(pool, box), "true", what="probe", timeout=20, retry_s=20)
+        result = call(members.transport(pool, box), "true", what="probe", timeout=20, retry_s=20)
     except OrchError as exc:
         return f"does not answer over SSH ({exc.one_line()})"
     return None if result.exit_code == 0 else "does not answer over SSH"
@@ -628,7 +394,7 @@ def _retire_idle(pool: Pool) -> list[str]:
         if name is None:
             return retired
         pool.say(f"pool {pool.name}: {name} idle beyond --idle; destroying it")
-        _destroy(pool, name)
+        members.destroy(pool, name)
         retired.append(name)
 
 
@@ -650,7 +416,7 @@ def delete(pool: Pool, force: bool) -> dict[str, Any]:
     for name in sorted(data["boxes"]):
         pool.change(lambda d, n=name: n in d["boxes"] and pool_record.set_state(
             d["boxes"][n], "destroying", pool.holder))  # fmt: skip
-        if _destroy(pool, name, data):
+        if members.destroy(pool, name, data):
             destroyed.append(name)
     plan = Plan.from_dict(data["plan"])
     targets = {(c.cloud, c.region) for c in plan.candidates()}

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.errors import UsageError
 from orchestrator.plan import Plan
-from orchestrator.pool import manager
+from orchestrator.pool import manager, members
 from orchestrator.provision.request import SCHEMA, UpRequest, build_request
 from tests.support import candidate
 
@@ -118,14 +118,14 @@ def test_a_pool_record_from_before_the_request_was_kept_whole_still_launches():
         "up": {"ssh_cidrs": [CIDR], "allow_world_ssh": False, "spot_bid": None, "state_url": None},
     }
     pool = manager.Pool("gpu", store=None, say=print)  # type: ignore[arg-type]
-    old = manager._up_request(pool, data, "gpu-a1b2c3")
+    old = members.up_request(pool, data, "gpu-a1b2c3")
     assert old.name == "gpu-a1b2c3" and old.ttl == "8h" and old.ssh_cidrs == [CIDR]
     assert old.tags == {} and old.own_tags == {"orch:pool": "gpu", "orch:pool-store": "local"}
-    new = manager._up_request(pool, {**data, "up": old.to_dict()}, "gpu-d4e5f6")
+    new = members.up_request(pool, {**data, "up": old.to_dict()}, "gpu-d4e5f6")
     assert new.name == "gpu-d4e5f6" and new.own_tags == old.own_tags and new.tags == {}
     damaged = {**data, "up": {**data["up"], "ssh_cidrs": "everyone"}}
     with pytest.raises(UsageError, match="ssh_cidrs"):
-        manager._up_request(pool, damaged, "gpu-a1b2c3")
+        members.up_request(pool, damaged, "gpu-a1b2c3")
 
 
 def test_the_run_session_records_what_up_launched(tmp_path, monkeypatch):
