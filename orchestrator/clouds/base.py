@@ -256,16 +256,9 @@ class Cloud(Protocol):
     reserved_tag_prefixes: tuple[str, ...]
     # `orch check --via <agent_via>` uses the cloud's in-guest agent; None: the cloud has none.
     agent_via: str | None
-    # Optional (read with `ssh_key_type_of`): the SSH key type its key-pair API accepts,
-    # "ed25519" (the default) or "rsa".
-    # Optional (read with `instance_state_of`): `instance_state(region, instance_id) ->
-    # InstanceState`, what the cloud says of an instance now; raises CloudError on API errors.
-    # Optional (read with `object_store_at`): `object_store(host) -> ObjectStore | None`, the
-    # cloud's object store when `host` (an S3 endpoint's host name) is one of its endpoints.
-    # Optional (read with `vcpu_quota_of`): `vcpu_quota(region, instance_type, spot) ->
-    # VcpuQuota | None`, the account's vCPU limit for the type's family and market (online).
-    # Optional (read with `resolve_image_of`): `resolve_image(region, image)`, the image to
-    # boot now for a plan image that names a moving target (AWS: the newest PyTorch DLAMI).
+    # Optional capabilities are the small protocols below (HasKeyType, WatchesInstances,
+    # ServesObjectStore, KnowsVcpuQuota, ResolvesImages), checked with isinstance by the
+    # *_of helpers.
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -341,11 +334,56 @@ class Cloud(Protocol):
         ...
 
 
+# Optional capabilities: a cloud has one when it has the member (checked with isinstance;
+# runtime_checkable protocols test that the members exist, not their signatures).
+
+
+@runtime_checkable
+class HasKeyType(Protocol):
+    """The SSH key type its key-pair API accepts: "ed25519" (the default) or "rsa"."""
+
+    ssh_key_type: str
+
+
+@runtime_checkable
+class WatchesInstances(Protocol):
+    """What the cloud says of an instance now (a cloud without it is watched over SSH alone)."""
+
+    def instance_state(self, region: str, instance_id: str) -> InstanceState:
+        """Raises CloudError on API errors."""
+        ...
+
+
+@runtime_checkable
+class ServesObjectStore(Protocol):
+    """The cloud's object store, when `host` (an S3 endpoint's host name) is one of its
+    endpoints; None otherwise."""
+
+    def object_store(self, host: str) -> ObjectStore | None: ...
+
+
+@runtime_checkable
+class KnowsVcpuQuota(Protocol):
+    """The account's vCPU limit for the type's family and market (online); None when it
+    cannot tell."""
+
+    def vcpu_quota(self, region: str, instance_type: str, spot: bool) -> VcpuQuota | None: ...
+
+
+@runtime_checkable
+class ResolvesImages(Protocol):
+    """The image to boot now for a plan image that names a moving target (AWS: the newest
+    PyTorch DLAMI): an object with `image` and `note` (one line saying what was chosen), or
+    None to boot the plan's image as it is."""
+
+    def resolve_image(self, region: str, image: dict[str, Any]) -> Any: ...
+
+
 def instance_state_of(cloud: Cloud, region: str, instance_id: str) -> InstanceState | None:
-    """The cloud's `instance_state(region, instance_id)` where it has one (optional: a cloud
-    without it is watched over SSH alone); None when it has none."""
-    method = getattr(cloud, "instance_state", None)
-    return method(region, instance_id) if method is not None else None
+    """The cloud's `instance_state(region, instance_id)` where it has one; None otherwise."""
+    if not isinstance(cloud, WatchesInstances):
+        return None
+    return cloud.instance_state(region, instance_id)
 
 
 def object_store_at(host: str) -> ObjectStore | None:
@@ -353,30 +391,28 @@ def object_store_at(host: str) -> ObjectStore | None:
     None when no registered cloud claims the host (AWS S3 itself, or a store of its own such
     as MinIO)."""
     for cloud in all_clouds():
-        method = getattr(cloud, "object_store", None)
-        found = method(host) if method is not None else None
+        found = cloud.object_store(host) if isinstance(cloud, ServesObjectStore) else None
         if found is not None:
             return found
     return None
 
 
 def resolve_image_of(cloud: Cloud, region: str, image: dict[str, Any]) -> Any:
-    """The cloud's `resolve_image(region, image)` where it has one (optional: an object with
-    `image`, the plan image to boot now, and `note`, one line saying what was chosen), else
-    None: the plan's image is booted as it is."""
-    method = getattr(cloud, "resolve_image", None)
-    return method(region, image) if method is not None else None
+    """The cloud's `resolve_image(region, image)` where it has one, else None: the plan's
+    image is booted as it is."""
+    return cloud.resolve_image(region, image) if isinstance(cloud, ResolvesImages) else None
 
 
 def vcpu_quota_of(cloud: Cloud, region: str, instance_type: str, spot: bool) -> VcpuQuota | None:
     """The cloud's `vcpu_quota(...)` where it has one; None when it has none or cannot tell."""
-    method = getattr(cloud, "vcpu_quota", None)
-    return method(region, instance_type, spot) if method is not None else None
+    if not isinstance(cloud, KnowsVcpuQuota):
+        return None
+    return cloud.vcpu_quota(region, instance_type, spot)
 
 
 def ssh_key_type_of(cloud: Cloud) -> str:
     """The key type a cloud's boxes get: its `ssh_key_type`, else ed25519."""
-    return str(getattr(cloud, "ssh_key_type", "ed25519"))
+    return str(cloud.ssh_key_type) if isinstance(cloud, HasKeyType) else "ed25519"
 
 
 # ------------------------------------------------------------------------------- registry

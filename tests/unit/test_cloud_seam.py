@@ -322,3 +322,28 @@ def test_an_agent_transport_comes_from_the_box_s_cloud(tmp_path, faux_cloud):
         transport_for_box(box_on("aws", tmp_path), via="cloud-assistant")
     with pytest.raises(UsageError, match="unknown transport 'telnet'"):
         transport_for_box(box_on("aws", tmp_path), via="telnet")
+
+
+def test_optional_capabilities_are_protocols_checked_with_isinstance():
+    """A cloud has an optional capability when it has the member (issue 19): the helpers ask
+    isinstance, and a cloud without it gets the documented fallback."""
+
+    class Bare:
+        pass
+
+    class Watching:
+        ssh_key_type = "rsa"
+
+        def instance_state(self, region: str, instance_id: str) -> base.InstanceState:
+            return base.InstanceState("running")
+
+    bare, watching = Bare(), Watching()
+    assert not isinstance(bare, base.WatchesInstances) and not isinstance(bare, base.HasKeyType)
+    assert isinstance(watching, base.WatchesInstances) and isinstance(watching, base.HasKeyType)
+    assert base.instance_state_of(bare, "r", "i-1") is None  # type: ignore[arg-type]
+    assert base.instance_state_of(watching, "r", "i-1") == base.InstanceState("running")  # type: ignore[arg-type]
+    assert base.ssh_key_type_of(bare) == "ed25519"  # type: ignore[arg-type]
+    assert base.ssh_key_type_of(watching) == "rsa"  # type: ignore[arg-type]
+    assert base.vcpu_quota_of(bare, "r", "p5.48xlarge", False) is None  # type: ignore[arg-type]
+    assert base.ssh_key_type_of(clouds.get("aliyun")) == "rsa"
+    assert isinstance(clouds.get("aws"), base.WatchesInstances)
