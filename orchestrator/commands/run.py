@@ -202,7 +202,6 @@ def run(command: tuple[str, ...], **options: Any) -> None:
 
 def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
     """Every option checked before any cloud, Terraform or SSH call."""
-    from orchestrator.provision.boxes import validate_box_name
     from orchestrator.provision.request import build_request
     from orchestrator.run.session import RunRequest
     from orchestrator.run.spec import RunSpec, parse_env, parse_store
@@ -247,23 +246,7 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         ),
     )
     if options["box_name"] or options["pool"]:
-        where = "--box runs on an existing box" if options["box_name"] else "--pool leases a box"
-        if options["box_name"] and options["pool"]:
-            raise UsageError("give --box or --pool, not both")
-        creating = ("plan_path", "name", "ttl", "ssh_cidrs", "state_url", "tags", "spot_bid")
-        creating += ("instance_profile",)
-        given = [k for k in creating if options.get(k)]
-        if given:
-            raise UsageError(f"{where}: drop --{given[0].replace('_', '-')}")
-        if options["pool"]:
-            from orchestrator.pool.record import validate_pool_name
-
-            validate_pool_name(options["pool"])
-            if options["spot_recovery"] or options["detach"]:
-                raise UsageError("--pool runs attached, without --spot-recovery")
-            # The leased box's name replaces this placeholder (a valid name) once leased.
-            return RunRequest(box_name="pool-box", **common)
-        return RunRequest(box_name=validate_box_name(options["box_name"]), **common)
+        return _existing_box_request(options, common)
     if options["fallback_on_demand"] and not options["spot_recovery"]:
         raise UsageError("--fallback-on-demand goes with --spot-recovery N")
     up = build_request(
@@ -286,6 +269,30 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         raise UsageError("--detach works on one box: a cluster run stays attached")
     up = ready_to_launch(up, options["yes"], options["as_json"])
     return RunRequest(box_name=up.name, up_options=up, **common)
+
+
+def _existing_box_request(options: dict[str, Any], common: dict[str, Any]):  # noqa: ANN202
+    """`--box NAME` or `--pool NAME`: no option that creates a box may be given."""
+    from orchestrator.provision.boxes import validate_box_name
+    from orchestrator.run.session import RunRequest
+
+    where = "--box runs on an existing box" if options["box_name"] else "--pool leases a box"
+    if options["box_name"] and options["pool"]:
+        raise UsageError("give --box or --pool, not both")
+    creating = ("plan_path", "name", "ttl", "ssh_cidrs", "state_url", "tags", "spot_bid")
+    creating += ("instance_profile",)
+    given = [k for k in creating if options.get(k)]
+    if given:
+        raise UsageError(f"{where}: drop --{given[0].replace('_', '-')}")
+    if options["pool"]:
+        from orchestrator.pool.record import validate_pool_name
+
+        validate_pool_name(options["pool"])
+        if options["spot_recovery"] or options["detach"]:
+            raise UsageError("--pool runs attached, without --spot-recovery")
+        # The leased box's name replaces this placeholder (a valid name) once leased.
+        return RunRequest(box_name="pool-box", **common)
+    return RunRequest(box_name=validate_box_name(options["box_name"]), **common)
 
 
 def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
