@@ -25,6 +25,21 @@ from orchestrator.sizing.architectures.shapes import (
 # ------------------------------------------------------------------------------ T5
 
 
+def _t5_decoder_weights(
+    d: int, inner: int, heads: int, d_ff: int, layers: int, buckets: int, mlp_mats: int
+) -> list[WeightGroup]:
+    """The T5 decoder's layers: self-attention (+ its relative bias), cross-attention, MLP."""
+    weights = linear("decoder.SelfAttention.qkv", d, inner, 3 * layers, bias=False)
+    weights += linear("decoder.SelfAttention.o", inner, d, layers, bias=False)
+    weights.append(WeightGroup("decoder.relative_attention_bias", (buckets, heads)))
+    weights += linear("decoder.EncDecAttention.qkv", d, inner, 3 * layers, bias=False)
+    weights += linear("decoder.EncDecAttention.o", inner, d, layers, bias=False)
+    weights += linear("decoder.wi", d, d_ff, mlp_mats * layers, bias=False)
+    weights += linear("decoder.wo", d_ff, d, layers, bias=False)
+    weights += norm("decoder.layer_norm", d, 3 * layers + 1, bias=False)
+    return weights
+
+
 def build_t5(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     kind, notes = head_kind(cfg, "t5")
     d = positive("d_model", cfg_int(cfg, "d_model"))
@@ -51,14 +66,7 @@ def build_t5(cfg: dict[str, Any], family: str, name: str) -> Architecture:
     weights += linear("encoder.wo", d_ff, d, enc_layers, bias=False)
     weights += norm("encoder.layer_norm", d, 2 * enc_layers + 1, bias=False)
     if kind == "seq2seq-lm" or kind == "none":
-        weights += linear("decoder.SelfAttention.qkv", d, inner, 3 * dec_layers, bias=False)
-        weights += linear("decoder.SelfAttention.o", inner, d, dec_layers, bias=False)
-        weights.append(WeightGroup("decoder.relative_attention_bias", (buckets, heads)))
-        weights += linear("decoder.EncDecAttention.qkv", d, inner, 3 * dec_layers, bias=False)
-        weights += linear("decoder.EncDecAttention.o", inner, d, dec_layers, bias=False)
-        weights += linear("decoder.wi", d, d_ff, mlp_mats * dec_layers, bias=False)
-        weights += linear("decoder.wo", d_ff, d, dec_layers, bias=False)
-        weights += norm("decoder.layer_norm", d, 3 * dec_layers + 1, bias=False)
+        weights += _t5_decoder_weights(d, inner, heads, d_ff, dec_layers, buckets, mlp_mats)
     else:
         raise ConfigError(f"t5: {kind} head is not supported (use T5ForConditionalGeneration)")
     if kind == "seq2seq-lm" and not tied:
