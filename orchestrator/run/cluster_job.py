@@ -14,6 +14,7 @@ that ended by itself, else of a node orch stopped.
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +39,14 @@ R = TypeVar("R")
 MAX_PARALLEL = 16
 STATUS_TIMEOUT_S = 20.0
 FINISH_GRACE_S = 60.0  # after rank 0 ends, how long the other nodes get to end by themselves
-RENDEZVOUS_ERRORS = ("RendezvousTimeoutError", "RendezvousClosedError")
+# What torchrun's static rendezvous says when a node never joins (rank 0's store, and a node
+# that cannot reach it; torch/csrc/distributed/c10d/TCPStore*.cpp), and c10d's own errors.
+RENDEZVOUS_ERRORS = (
+    "waiting for clients",
+    "The client socket has timed out",
+    "RendezvousTimeoutError",
+    "RendezvousClosedError",
+)
 
 
 class NodeLost(OrchError):
@@ -293,8 +301,8 @@ class ClusterJob:
 
     def _rendezvous_failed(self, job: NodeJob) -> bool:
         rd = remote.run_dir(job.spec.run_id)
-        pattern = "|".join(RENDEZVOUS_ERRORS)
-        script = f"tail -c 65536 {rd}/output.log 2>/dev/null | grep -q -E '{pattern}'"
+        patterns = " ".join(f"-e {shlex.quote(p)}" for p in RENDEZVOUS_ERRORS)
+        script = f"tail -c 65536 {rd}/output.log 2>/dev/null | grep -q -F {patterns}"
         try:
             return job.transport.run(script, STATUS_TIMEOUT_S, on_stdin=True).exit_code == 0
         except (Unreachable, OrchError):

@@ -3,20 +3,28 @@ cluster's shape in its environment (issue 24). Pure functions: argv and environm
 
 `--launcher torchrun` wraps CMD in torchrun (torch.distributed.run) on every node:
 
-    torchrun --nnodes N --nproc-per-node GPUS --node-rank I --rdzv-backend c10d
-             --rdzv-endpoint RANK0_PRIVATE_IP:PORT --rdzv-id RUN_ID
-             --rdzv-conf join_timeout=T,is_host=true|false --max-restarts 0 CMD...
+    torchrun --nnodes N --nproc-per-node GPUS --node-rank I --rdzv-backend static
+             --rdzv-endpoint RANK0_PRIVATE_IP:PORT --rdzv-id RUN_ID --rdzv-conf timeout=T
+             --local-addr NODE_PRIVATE_IP --max-restarts 0 CMD...
 
 A CMD that starts with a Python interpreter (`python train.py ...`, `python3 -m pkg ...`) runs
 as `PYTHON -m torch.distributed.run OPTIONS train.py ...`, so the interpreter the user named
 (a virtual environment's) is the one torch comes from; any other CMD runs as
 `torchrun OPTIONS --no-python CMD...`. The options follow torchrun's documentation
-(https://docs.pytorch.org/docs/stable/elastic/run.html): `is_host` and `join_timeout` are
-rendezvous settings of the c10d backend and the dynamic rendezvous
-(torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py and dynamic_rendezvous.py,
-torch 2.13). Rank 0 hosts the rendezvous store explicitly: guessing it from the machine's
-address picks the wrong node when several share one address. `--max-restarts 0`: a failed
-worker ends the node's job; orch, not torchrun, decides what happens after a lost node.
+(https://docs.pytorch.org/docs/stable/elastic/run.html).
+
+The rendezvous is torchrun's `static` one, hosted by rank 0 (a TCPStore at rank 0's private
+address), not `c10d`: c10d ignores --node-rank (torchrun says so: "node_rank is only used for
+static rdzv_backend") and numbers the nodes by sorting their addresses as strings
+(torch/distributed/elastic/rendezvous/dynamic_rendezvous.py, torch 2.13: `enumerate(sorted(
+state.participants))`), so "10.0.1.10" would become global rank 0 before "10.0.1.9". orch's
+node 0 must hold global rank 0: its output is the one streamed, its --fetch paths are
+fetched and its checkpoints uploaded. With `static`, node I's workers are global ranks
+I*GPUS .. I*GPUS+GPUS-1 (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), as
+SkyPilot's and dstack's multi-node examples launch torchrun. `timeout` bounds the wait for
+every node to join (the store's "waiting for clients"; a node that cannot reach rank 0 gives
+up after it too). `--max-restarts 0`: a failed worker ends the node's job; orch, not
+torchrun, decides what happens after a lost node.
 
 `--launcher none` runs CMD as written, with ORCH_NODE_RANK, ORCH_NUM_NODES, ORCH_NODE_IPS
 (private addresses, rank order, comma-separated), ORCH_GPUS_PER_NODE, MASTER_ADDR and
@@ -33,7 +41,7 @@ from pathlib import PurePosixPath
 from orchestrator.errors import UsageError
 
 LAUNCHERS = ("auto", "torchrun", "none")
-RDZV_PORT_BASE = 29400  # torchrun's own default rendezvous port (c10d)
+RDZV_PORT_BASE = 29400  # torchrun's default rendezvous port
 MASTER_PORT_BASE = 29500  # torch.distributed's customary MASTER_PORT
 PORT_SPREAD = 100  # a run's ports: base + a number from its id, so runs do not collide
 NODE_ENV = ("ORCH_NODE_RANK", "ORCH_NUM_NODES", "ORCH_NODE_IPS", "ORCH_GPUS_PER_NODE")
@@ -112,15 +120,14 @@ def node_env(topology: Topology, rank: int, launcher: str) -> dict[str, str]:
 
 def torchrun_options(topology: Topology, rank: int) -> list[str]:
     _check_rank(topology, rank)
-    conf = f"join_timeout={topology.join_timeout_s},is_host={'true' if rank == 0 else 'false'}"
     return [
         f"--nnodes={topology.num_nodes}",
         f"--nproc-per-node={topology.gpus_per_node}",
         f"--node-rank={rank}",
-        "--rdzv-backend=c10d",
+        "--rdzv-backend=static",
         f"--rdzv-endpoint={_endpoint(topology.master_addr, topology.rdzv_port)}",
         f"--rdzv-id={topology.run_id}",
-        f"--rdzv-conf={conf}",
+        f"--rdzv-conf=timeout={topology.join_timeout_s}",
         f"--local-addr={topology.node_ips[rank]}",
         "--max-restarts=0",
     ]

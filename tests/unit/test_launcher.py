@@ -42,13 +42,14 @@ def test_torchrun_argv_per_rank_with_the_python_the_user_named():
     for rank, argv in enumerate((argv0, argv1)):
         assert option(argv, "nnodes") == "2" and option(argv, "nproc-per-node") == "8"
         assert option(argv, "node-rank") == str(rank)
-        assert option(argv, "rdzv-backend") == "c10d" and option(argv, "rdzv-id") == RUN_ID
+        # static: node I's workers are global ranks I*GPUS.. (c10d would ignore --node-rank)
+        assert option(argv, "rdzv-backend") == "static" and option(argv, "rdzv-id") == RUN_ID
         assert option(argv, "rdzv-endpoint") == f"10.0.1.4:{TWO.rdzv_port}"
         assert option(argv, "local-addr") == TWO.node_ips[rank]
         assert option(argv, "max-restarts") == "0"
-    # Rank 0 hosts the rendezvous store; the others only join it, within the timeout.
-    assert option(argv0, "rdzv-conf") == "join_timeout=600,is_host=true"
-    assert option(argv1, "rdzv-conf") == "join_timeout=600,is_host=false"
+    # Rank 0 hosts the rendezvous store (static: by its node rank); every node waits at most
+    # the timeout for the others to join.
+    assert option(argv0, "rdzv-conf") == option(argv1, "rdzv-conf") == "timeout=600"
     assert 29400 <= TWO.rdzv_port < 29500 <= TWO.master_port < 29600
 
 
