@@ -14,6 +14,7 @@ from tf.schema import Schema
 from tf.utils import Diagnostics
 
 from tests.sim.alicloud_provider.client import AliyunClient
+from tests.sim.alicloud_provider.resources.deployment_set import EcsDeploymentSet
 from tests.sim.alicloud_provider.resources.images import Images
 from tests.sim.alicloud_provider.resources.instance import Instance
 from tests.sim.alicloud_provider.resources.network import Vpc, VSwitch
@@ -116,6 +117,7 @@ class AlicloudProvider(Provider):
             SecurityGroup,
             SecurityGroupRule,
             EcsKeyPair,
+            EcsDeploymentSet,
             Instance,
             RamRole,
             RamPolicy,

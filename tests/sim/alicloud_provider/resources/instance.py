@@ -79,6 +79,9 @@ class Instance(BaseResource):
                 force_new=True,
             ),
             attr("tags", Map(String()), optional=True),
+            # deployment_set_id: Optional (RunInstances DeploymentSetId; moved in place with
+            # ModifyInstanceDeployment upstream, which this stand-in does not do).
+            attr("deployment_set_id", String(), optional=True),
             attr("auto_release_time", String(), optional=True),
             attr("http_tokens", String(), optional=True, computed=True),
             attr("http_endpoint", String(), optional=True, computed=True),
@@ -164,6 +167,9 @@ class Instance(BaseResource):
             "key_name": item.get("KeyPairName", ""),
             "spot_strategy": item.get("SpotStrategy", "NoSpot"),
             "spot_price_limit": item.get("SpotPriceLimit", 0.0),
+            # Upstream sets DescribeInstances' DeploymentSetId; "" where none is null here, as
+            # SDKv2 treats the two alike (the tf package would plan "" -> null as a change).
+            "deployment_set_id": item.get("DeploymentSetId") or prior.get("deployment_set_id"),
             "security_enhancement_strategy": prior.get("security_enhancement_strategy")
             if known(prior.get("security_enhancement_strategy"))
             else "Active",
@@ -229,6 +235,7 @@ class Instance(BaseResource):
             "VSwitchId": given("vswitch_id"),
             "PrivateIpAddress": given("private_ip"),
             "SecurityGroupIds": given("security_groups"),
+            "DeploymentSetId": given("deployment_set_id"),
         }
         if (given("instance_charge_type") or "PostPaid") == "PostPaid":
             request["SpotStrategy"] = given("spot_strategy")

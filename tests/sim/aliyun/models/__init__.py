@@ -31,6 +31,7 @@ from tests.sim.aliyun.models.core import (
     not_found,
     parse_release_time,
 )
+from tests.sim.aliyun.models.deployment_sets import DeploymentSet, DeploymentSetBackend
 from tests.sim.aliyun.models.instances import (
     Disk,
     Instance,
@@ -51,6 +52,8 @@ __all__ = [
     "AliyunBackend",
     "CatalogueBackend",
     "CommandBackend",
+    "DeploymentSet",
+    "DeploymentSetBackend",
     "Disk",
     "FAULT_STATUS",
     "Fault",

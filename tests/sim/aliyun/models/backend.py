@@ -13,6 +13,7 @@ from typing import Any
 from tests.sim.aliyun.models.catalogue import CatalogueBackend, Fault
 from tests.sim.aliyun.models.commands import CommandBackend, Invocation
 from tests.sim.aliyun.models.core import fmt_time, invalid, not_found
+from tests.sim.aliyun.models.deployment_sets import DeploymentSet, DeploymentSetBackend
 from tests.sim.aliyun.models.instances import Disk, Instance, InstanceBackend
 from tests.sim.aliyun.models.key_pairs import KeyPair, KeyPairBackend
 from tests.sim.aliyun.models.vpcs import SecurityGroup, Vpc, VpcBackend, VSwitch
@@ -26,7 +27,14 @@ class Settings:
     spot_release_delay_s: float = 300.0
 
 
-class AliyunBackend(CatalogueBackend, VpcBackend, KeyPairBackend, InstanceBackend, CommandBackend):
+class AliyunBackend(
+    CatalogueBackend,
+    VpcBackend,
+    KeyPairBackend,
+    InstanceBackend,
+    CommandBackend,
+    DeploymentSetBackend,
+):
     """Everything an account holds, in every region."""
 
     def __init__(self) -> None:
@@ -46,6 +54,9 @@ class AliyunBackend(CatalogueBackend, VpcBackend, KeyPairBackend, InstanceBacken
             self.security_groups: dict[str, SecurityGroup] = {}
             self.key_pairs: dict[tuple[str, str], KeyPair] = {}
             self.instances: dict[str, Instance] = {}
+            self.deployment_sets: dict[str, DeploymentSet] = {}
+            # (region, spot) -> the account's vCPU quota there (DescribeAccountAttributes)
+            self.vcpu_quotas: dict[tuple[str, bool], int] = {}
             self.disks: dict[str, Disk] = {}
             self.invocations: dict[str, Invocation] = {}
             self.client_tokens: dict[tuple[str, str], list[str]] = {}

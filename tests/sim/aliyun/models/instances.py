@@ -72,6 +72,7 @@ class Instance:
     # A reclaimed spot instance: when ECS releases it (metadata instance/spot/termination-time).
     spot_termination_at: datetime | None = None
     ram_role_name: str = ""  # its instance RAM role (AttachInstanceRamRole), "" for none
+    deployment_set_id: str = ""  # RunInstances DeploymentSetId, "" for none
 
     def status(self, now: datetime) -> str:
         if self.stopped:
@@ -136,6 +137,7 @@ class InstanceBackend:
         private_ip: str = "",
         resource_group_id: str = "",
         tags: dict[str, str] | None = None,
+        deployment_set_id: str = "",
     ) -> list[str]:
         """RunInstances on parsed values (responses.run_instances): the checks that need state,
         in the order ECS reports them, then the launch. Returns the new instance ids."""
@@ -151,6 +153,8 @@ class InstanceBackend:
             self._check_key_pair(region, key_pair_name)
             disk_size = self._system_disk_size(system_disk, image)
             self._check_spot_price(region, spec, market, zone)
+            if deployment_set_id:
+                self.check_deployment_set(region, deployment_set_id, zone, amount)
             now = self.now()
             release_at = (
                 None
@@ -198,6 +202,7 @@ class InstanceBackend:
                         deletion_protection=deletion_protection,
                         system_disk_id="",
                         resource_group_id=resource_group_id or "rg-acfmdefault",
+                        deployment_set_id=deployment_set_id,
                     ),
                     system_disk,
                     disk_size,

@@ -25,6 +25,12 @@ from tests.sim.aliyun.responses.catalogue import (
     image_shape,
 )
 from tests.sim.aliyun.responses.commands import describe_invocation_results, run_command
+from tests.sim.aliyun.responses.deployment_sets import (
+    create_deployment_set,
+    delete_deployment_set,
+    describe_account_attributes,
+    describe_deployment_sets,
+)
 from tests.sim.aliyun.responses.instances import (
     base64_text,
     decimal,
@@ -105,6 +111,11 @@ ACTIONS: dict[str, Handler] = {
     "ImportKeyPair": import_key_pair,
     "DescribeKeyPairs": describe_key_pairs,
     "DeleteKeyPairs": delete_key_pairs,
+    # deployment sets, account quotas
+    "CreateDeploymentSet": create_deployment_set,
+    "DescribeDeploymentSets": describe_deployment_sets,
+    "DeleteDeploymentSet": delete_deployment_set,
+    "DescribeAccountAttributes": describe_account_attributes,
     # catalogue, stock, prices
     "DescribeRegions": describe_regions,
     "DescribeImages": describe_images,

@@ -47,6 +47,7 @@ def instance_shape(backend: AliyunBackend, instance: Instance) -> dict[str, Any]
         "HostName": instance.host_name,
         "RegionId": instance.region,
         "ZoneId": instance.zone_id,
+        "DeploymentSetId": instance.deployment_set_id,
         "InstanceType": spec.name,
         "InstanceTypeFamily": spec.family,
         "Cpu": spec.cpu,
@@ -278,6 +279,7 @@ def run_instances(backend: AliyunBackend, params: Params) -> dict[str, Any]:
         private_ip=params.get("PrivateIpAddress") or "",
         resource_group_id=params.get("ResourceGroupId") or "",
         tags=tags_of(params),
+        deployment_set_id=params.get("DeploymentSetId") or "",
     )
     spec = backend.instance_type(params.get("InstanceType"))
     return {
