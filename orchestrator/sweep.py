@@ -39,6 +39,7 @@ KIND_ORDER = {
     "elastic_ip": 2,
     "launch_template": 2,
     "placement_group": 2,
+    "deployment_set": 2,
     "vswitch": 3,
     "vpc": 4,
     "instance_profile": 5,

@@ -152,3 +152,50 @@ def test_importing_the_module_does_not_load_the_sdk():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_deployment_sets_are_found_by_name_with_their_box_tags_and_deleted_after_nodes(
+    sim, monkeypatch
+):
+    """Deployment sets carry no tags: orch's (orch-<box>, "orch cluster ..." description) are
+    listed under their box with the tags of the box's other resources; a user's set is not."""
+    from orchestrator.clouds.aliyun.cleanup import delete_tagged
+    from orchestrator.clouds.aliyun.tags import list_tagged_resources
+
+    monkeypatch.setenv("ALIBABA_CLOUD_ENDPOINT_VPC", sim.endpoint)
+    monkeypatch.setenv("ALIBABA_CLOUD_ENDPOINT_RAM", sim.endpoint)
+    backend = sim.backend
+    mine = backend.create_deployment_set(
+        REGION, "orch-b1", "orch cluster b1: 2 nodes", "LowLatency"
+    )
+    backend.create_deployment_set(REGION, "orch-b2", "someone's own set", "LowLatency")
+    backend.create_deployment_set(REGION, "mine", "orch cluster mine", "Availability")
+    tags = {"orch:box": "b1", "orch:expires-at": "2026-12-05T10:00:00Z"}
+    vpc = backend.create_vpc(REGION, "10.0.0.0/16", "v", "", {})
+    vswitch = backend.create_vswitch(REGION, vpc.id, "cn-hangzhou-k", "10.0.0.0/24", "s", "", {})
+    group = backend.create_security_group(REGION, vpc.id, "g", "", "normal", tags)
+    backend.run_instances(
+        region=REGION,
+        instance_type="ecs.gn6i-c4g1.xlarge",
+        image_id="ubuntu_22_04_x64_20G_alibase_20241120.vhd",
+        vswitch_id=vswitch.id,
+        security_group_ids=[group.id],
+        amount=2,
+        tags=tags,
+        deployment_set_id=mine.id,
+    )
+
+    everything = list_tagged_resources(REGION, {"orch:box": None})
+    (found,) = [r for r in everything if r.kind == "deployment_set"]
+    assert (found.id, found.box, found.tags["orch:expires-at"]) == (
+        mine.id,
+        "b1",
+        "2026-12-05T10:00:00Z",
+    )
+    assert [r.kind for r in list_tagged_resources(REGION, {"orch:box": "b2"})] == []
+
+    # Nodes first, then the set (ECS refuses to delete a set that still holds instances).
+    box = list_tagged_resources(REGION, {"orch:box": "b1"})
+    delete_tagged(REGION, [r for r in box if r.kind in ("deployment_set", "instance")])
+    assert mine.id not in backend.deployment_sets and not backend.instances
+    assert len(backend.deployment_sets) == 2  # the others are not orch's

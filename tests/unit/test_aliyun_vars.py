@@ -157,3 +157,25 @@ def test_render_box_for_aliyun(tmp_path: Path):
     stored = json.loads((box / "terraform.tfvars.json").read_text())
     assert stored["tags"]["note"] == hostile and stored["owner"] == hostile
     assert 'backend "s3"' in render_hcl("aliyun", "s3")["main.tf"]
+
+
+# ---------------------------------------------------------------------------- clusters
+
+
+def test_a_cluster_row_becomes_node_count_and_one_box_stays_as_it_was():
+    assert "node_count" not in aliyun_vars.tfvars(request())
+    values = aliyun_vars.tfvars(request(candidate=candidate(nodes=2)))
+    assert values["node_count"] == 2
+    assert {"nodes", "deployment_set_id"} <= set(aliyun_vars.OUTPUTS)
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"nodes": 21}, "at most 20 nodes"),
+        ({"nodes": 2, "market": "spot"}, "spot instances in a deployment set"),
+    ],
+)
+def test_clusters_ecs_cannot_make_are_refused_before_rendering(changes, why):
+    with pytest.raises(UsageError, match=why):
+        aliyun_vars.tfvars(request(candidate=candidate(**changes)))

@@ -1,5 +1,6 @@
-"""Aliyun: delete what a box left (instances, key pairs, security groups, vSwitches, VPCs,
-then its RAM role and policy), in dependency order, for `down`'s final check and `orch sweep`."""
+"""Aliyun: delete what a box left (instances, key pairs, a cluster's deployment set, security
+groups, vSwitches, VPCs, then its RAM role and policy), in dependency order, for `down`'s final
+check and `orch sweep`."""
 
 from __future__ import annotations
 
@@ -136,6 +137,10 @@ def delete_tagged(region: str, resources: list[TaggedResource]) -> None:
     # Security groups and vSwitches stay busy until ECS has released the instances.
     wait_instances_released(region, instances)
     delete_key_pairs(region, ids("key_pair"))
+    from orchestrator.clouds.aliyun.deployment_sets import delete_deployment_set
+
+    for ds_id in ids("deployment_set"):  # empty once its instances are released
+        retry_while_blocked(lambda d=ds_id: delete_deployment_set(region, d))
     for group_id in ids("security_group"):
         retry_while_blocked(lambda g=group_id: delete_security_group(region, g))
     for vswitch_id in ids("vswitch"):

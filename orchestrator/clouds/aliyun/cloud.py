@@ -21,6 +21,7 @@ from orchestrator.clouds.base import (
     ObjectStore,
     PriceApi,
     TaggedResource,
+    VcpuQuota,
 )
 from orchestrator.resources import resource_path
 
@@ -103,6 +104,11 @@ class AliyunCloud:
         from orchestrator.clouds.aliyun.stock import check_stock
 
         return check_stock(region, instance_type, spot)
+
+    def vcpu_quota(self, region: str, instance_type: str, spot: bool) -> VcpuQuota | None:
+        from orchestrator.clouds.aliyun.quotas import vcpu_quota
+
+        return vcpu_quota(region, instance_type, spot)
 
     def error_kind(self, code: str) -> ErrorKind:
         from orchestrator.clouds.aliyun.errors import error_kind

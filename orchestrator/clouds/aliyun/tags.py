@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ecs_client, vpc_rpc
-from orchestrator.clouds.base import TaggedResource
+from orchestrator.clouds.base import BOX_TAG, TaggedResource
 
 Tags = dict[str, str | None]
 
@@ -166,7 +166,9 @@ def list_tagged_vswitches(region: str, tags: Tags) -> list[TaggedResource]:
 
 def list_tagged_resources(region: str, tags: Tags) -> list[TaggedResource]:
     """Everything above, instances first, then the boxes' RAM roles and policies (global, but
-    tagged with their region: clouds/aliyun/ram.py)."""
+    tagged with their region: clouds/aliyun/ram.py), then clusters' deployment sets (untagged:
+    found by name and given their box's tags, clouds/aliyun/deployment_sets.py)."""
+    from orchestrator.clouds.aliyun.deployment_sets import list_deployment_sets, with_box_tags
     from orchestrator.clouds.aliyun.ram import list_tagged as list_tagged_ram
 
     found = list_tagged_instances(region, tags)
@@ -178,4 +180,10 @@ def list_tagged_resources(region: str, tags: Tags) -> list[TaggedResource]:
         list_tagged_ram,
     ):
         found += lister(region, tags)
-    return found
+    box = tags.get(BOX_TAG) if set(tags) == {BOX_TAG} else None
+    sets = with_box_tags(list_deployment_sets(region, box), found)
+    return found + [s for s in sets if _matches(s.tags, tags)]
+
+
+def _matches(have: dict[str, str], wanted: Tags) -> bool:
+    return all(k in have and (v is None or have[k] == v) for k, v in wanted.items())

@@ -38,7 +38,12 @@ OUTPUTS = (
     "vpc_id",
     "vswitch_id",
     "auto_release_time",
+    "nodes",  # a cluster's nodes, rank 0 first (provision/cluster.py); null for one box
+    "deployment_set_id",  # a cluster's deployment set; null for one box
 )
+# A LowLatency deployment set holds at most 20 instances, all in one zone ("Deployment sets",
+# limits, https://www.alibabacloud.com/help/zh/doc-detail/91258.htm).
+MAX_CLUSTER_NODES = 20
 MIN_SYSTEM_DISK_GIB = 20
 MAX_SYSTEM_DISK_GIB = 2048
 # ECS: "The release time must be at least 30 minutes later than the current time." The time is
@@ -122,15 +127,29 @@ def system_disk_gib(root_volume_gib: int | float) -> int:
     return max(MIN_SYSTEM_DISK_GIB, size)
 
 
+def cluster_nodes(candidate: Any) -> int:
+    """The plan row's node count, checked against what an Aliyun cluster can be: at most 20
+    nodes (one LowLatency deployment set) and not spot ("spot instances cannot be created in a
+    deployment set", the same page), before anything is rendered or created."""
+    nodes = int(getattr(candidate, "nodes", 1) or 1)
+    if nodes > MAX_CLUSTER_NODES:
+        raise UsageError(
+            f"an Aliyun cluster holds at most {MAX_CLUSTER_NODES} nodes "
+            f"(one LowLatency deployment set), not {nodes}"
+        )
+    if nodes > 1 and candidate.market == "spot":
+        raise UsageError(
+            f"{nodes} x {candidate.instance_type} spot: ECS does not put spot instances "
+            "in a deployment set",
+            hint="plan the Aliyun cluster on-demand",
+        )
+    return nodes
+
+
 def tfvars(request: BoxRequest) -> dict[str, Any]:
     """The values of templates/aliyun/variables.tf.j2 for one box (a render.RenderRequest)."""
     candidate = request.candidate
-    if getattr(candidate, "nodes", 1) > 1:
-        # aliyun_gpu makes one instance; a plan row asking for more must not become one box.
-        raise UsageError(
-            f"a cluster of {candidate.nodes} Aliyun boxes is not supported yet",
-            hint="plan it on AWS, or with --nodes 1",
-        )
+    nodes = cluster_nodes(candidate)
     if request.subnet_id:
         raise UsageError(
             "--subnet-id is not supported for Aliyun boxes yet",
@@ -156,6 +175,7 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         # orch:box / orch:owner / orch:expires-at are added by the module from the values above.
         "tags": {**request.tags, **request.orch_tags()},
         **identity_vars(getattr(request, "identity", None)),
+        **({"node_count": nodes} if nodes > 1 else {}),
     }
 
 

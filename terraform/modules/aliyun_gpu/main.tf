@@ -1,6 +1,7 @@
 # One GPU box on Alibaba Cloud ECS: its own VPC + vSwitch (unless given one), a security group
 # that lets SSH in from the given blocks only, a key pair, and a pay-as-you-go (optionally
-# spot) instance that ECS releases by itself at auto_release_time. Naming follows
+# spot) instance that ECS releases by itself at auto_release_time; or node_count of them, a
+# cluster (cluster.tf). Naming follows
 # terraform-aws-modules (one resource of a kind is `this`), and inputs that mean the same as in
 # terraform/modules/aws_gpu carry the same names.
 
@@ -84,6 +85,13 @@ resource "alicloud_security_group" "this" {
   vpc_id              = local.vpc_id
   security_group_type = "normal"
   tags                = local.tags
+
+  # A cluster's nodes talk to each other on every port (NCCL, the rendezvous): "When
+  # InnerAccessPolicy is set to Accept for a security group, the instances in the security group
+  # can communicate with each other", ahead of any rule (ModifySecurityGroupPolicy,
+  # https://www.alibabacloud.com/help/en/ecs/developer-reference/api-modifysecuritygrouppolicy).
+  # Basic groups start with Accept; a cluster says so rather than rely on it.
+  inner_access_policy = local.cluster ? "Accept" : null
 }
 
 # SSH only, only from the given blocks. (Egress: the group's default, allow all.)
@@ -108,7 +116,9 @@ resource "alicloud_ecs_key_pair" "this" {
 }
 
 resource "alicloud_instance" "this" {
-  instance_name     = "orch-${var.name}"
+  count = var.node_count # rank 0 first; one box has one (cluster.tf: what a cluster adds)
+
+  instance_name     = local.cluster ? "orch-${var.name}-${count.index}" : "orch-${var.name}"
   description       = "orch box ${var.name}"
   instance_type     = var.instance_type
   image_id          = local.image_id
@@ -116,6 +126,7 @@ resource "alicloud_instance" "this" {
   vswitch_id        = local.vswitch_id
   security_groups   = [alicloud_security_group.this.id]
   key_name          = alicloud_ecs_key_pair.this.key_pair_name
+  deployment_set_id = local.cluster ? alicloud_ecs_deployment_set.this[0].id : null
 
   system_disk_category  = var.root_volume_type
   system_disk_size      = var.root_volume_size
@@ -134,7 +145,10 @@ resource "alicloud_instance" "this" {
 
   user_data         = var.user_data == "" ? null : base64encode(var.user_data)
   auto_release_time = var.auto_release_time
-  tags              = local.tags
+  tags = local.cluster ? merge(local.tags, {
+    "orch:cluster" = var.name
+    "orch:node"    = tostring(count.index)
+  }) : local.tags
 
   lifecycle {
     precondition {

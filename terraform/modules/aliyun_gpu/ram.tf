@@ -88,9 +88,9 @@ resource "alicloud_ram_role_policy_attachment" "this" {
 # deprecated since provider 1.275.0 for this resource). The attachment waits for the policy, so
 # the box never holds a role without its rights.
 resource "alicloud_ecs_ram_role_attachment" "this" {
-  count = local.ram_role != null ? 1 : 0
+  count = local.ram_role != null ? var.node_count : 0 # every node of a cluster
 
-  instance_id   = alicloud_instance.this.id
+  instance_id   = alicloud_instance.this[count.index].id
   ram_role_name = local.ram_role
 
   depends_on = [alicloud_ram_role_policy_attachment.this]

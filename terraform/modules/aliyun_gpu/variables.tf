@@ -322,3 +322,24 @@ variable "ram_role_oss_prefixes" {
     error_message = "each entry is an OSS bucket name (3-63 lower-case letters, digits, dashes), optionally followed by /prefix without * or ?."
   }
 }
+
+# --- cluster -----------------------------------------------------------------------------
+
+variable "node_count" {
+  description = "Instances to create (a multi-node cluster when more than 1): one zone, one deployment set with the LowLatency strategy, a security group whose members reach each other, each instance tagged orch:node (its rank) and orch:cluster. At most 20: a LowLatency set holds 20 instances in its zone."
+  type        = number
+  default     = 1
+
+  validation {
+    # "LowLatency: all instances must be in one zone, at most 20 instances there" (Deployment
+    # sets, limits: https://www.alibabacloud.com/help/zh/doc-detail/91258.htm).
+    condition     = var.node_count >= 1 && var.node_count <= 20 && floor(var.node_count) == var.node_count
+    error_message = "node_count must be a whole number from 1 to 20 (a LowLatency deployment set holds 20 instances)."
+  }
+
+  validation {
+    # The same page: "spot (preemptible) instances cannot be created in a deployment set".
+    condition     = var.node_count == 1 || !var.create_spot_instance
+    error_message = "a cluster (node_count > 1) cannot be spot: ECS does not put spot instances in a deployment set."
+  }
+}

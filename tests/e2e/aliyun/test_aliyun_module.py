@@ -48,6 +48,7 @@ module "box" {
   root_volume_type     = try(var.box.root_volume_type, "cloud_essd")
   auto_release_time    = try(var.box.auto_release_time, null)
   zone_id              = try(var.box.zone_id, null)
+  node_count           = try(var.box.node_count, 1)
 
   region                = "cn-hangzhou"
   create_ram_role       = try(var.box.create_ram_role, false)
@@ -117,7 +118,7 @@ def test_a_valid_box_plans_ssh_only_and_a_hardened_instance(plan, workdir, aliyu
     result = plan(ssh_ingress_cidrs=["203.0.113.7/32", "198.51.100.0/24"])
     assert result.returncode == 0, result.stderr
     after = planned(workdir, aliyun_env)
-    instance = after["module.box.alicloud_instance.this"]
+    instance = after["module.box.alicloud_instance.this[0]"]
     assert instance["instance_type"] == "ecs.gn6i-c4g1.xlarge"
     assert instance["system_disk_category"] == "cloud_essd"
     assert instance["system_disk_encrypted"] is True
@@ -133,6 +134,32 @@ def test_a_valid_box_plans_ssh_only_and_a_hardened_instance(plan, workdir, aliyu
     ]
 
 
+def test_a_cluster_plans_one_low_latency_set_and_tagged_nodes(plan, workdir, aliyun_env):
+    result = plan(node_count=3, zone_id="cn-hangzhou-i", create_ram_role=True)
+    assert result.returncode == 0, result.stderr
+    after = planned(workdir, aliyun_env)
+    deployment_set = after["module.box.alicloud_ecs_deployment_set.this[0]"]
+    assert deployment_set["strategy"] == "LowLatency"
+    assert deployment_set["deployment_set_name"] == "orch-m1"
+    nodes = [after[f"module.box.alicloud_instance.this[{i}]"] for i in range(3)]
+    assert "module.box.alicloud_instance.this[3]" not in after
+    assert [n["tags"]["orch:node"] for n in nodes] == ["0", "1", "2"]
+    assert {n["tags"]["orch:cluster"] for n in nodes} == {"m1"}
+    assert {n["availability_zone"] for n in nodes} == {"cn-hangzhou-i"}  # one zone
+    assert all(n["internet_max_bandwidth_out"] > 0 for n in nodes)  # each its own address
+    (group,) = [v for k, v in after.items() if k.endswith("alicloud_security_group.this")]
+    assert group["inner_access_policy"] == "Accept"  # the nodes reach each other
+    # Every node gets the box's RAM role (checkpoints from any rank).
+    assert {f"module.box.alicloud_ecs_ram_role_attachment.this[{i}]" for i in range(3)} <= set(
+        after
+    )
+    # One box has no set and an untagged-by-rank instance.
+    assert plan().returncode == 0
+    one = planned(workdir, aliyun_env)
+    assert not [k for k in one if "deployment_set" in k]
+    assert "orch:node" not in one["module.box.alicloud_instance.this[0]"]["tags"]
+
+
 def test_zone_id_places_the_box_where_orch_found_stock(aliyun, plan, workdir, aliyun_env):
     """data "alicloud_zones" lists the zones that offer the type, stock or not (issue 9): left
     to itself the module picks sold-out zone h; orch passes zone_id from
@@ -141,11 +168,11 @@ def test_zone_id_places_the_box_where_orch_found_stock(aliyun, plan, workdir, al
         "cn-hangzhou", "ecs.gn6i-c4g1.xlarge", "WithoutStock", zone="cn-hangzhou-h"
     )
     assert plan().returncode == 0
-    instance = planned(workdir, aliyun_env)["module.box.alicloud_instance.this"]
+    instance = planned(workdir, aliyun_env)["module.box.alicloud_instance.this[0]"]
     assert instance["availability_zone"] == "cn-hangzhou-h"  # what the data source returns
     assert plan(zone_id="cn-hangzhou-i").returncode == 0
     planned_values = planned(workdir, aliyun_env)
-    assert planned_values["module.box.alicloud_instance.this"]["availability_zone"] == (
+    assert planned_values["module.box.alicloud_instance.this[0]"]["availability_zone"] == (
         "cn-hangzhou-i"
     )
     assert planned_values["module.box.alicloud_vswitch.this[0]"]["zone_id"] == "cn-hangzhou-i"
@@ -174,6 +201,8 @@ def test_a_type_no_zone_offers_fails_with_the_no_stock_code(plan):
         ({"ram_role_name": "bad_role"}, "RAM's rule for role names"),
         ({"ram_role_oss_prefixes": ["my.bucket/runs"]}, "an OSS bucket name"),
         ({"ram_role_oss_prefixes": ["ckpt/runs/*"]}, "without * or ?"),
+        ({"node_count": 21}, "from 1 to 20"),
+        ({"node_count": 2, "create_spot_instance": True}, "cannot be spot"),
     ],
 )
 def test_invalid_inputs_are_refused_before_anything_is_created(aliyun, plan, box, message):

@@ -223,6 +223,7 @@ class AliyunBackend(
                 "key_pairs": sorted(f"{r}/{n}" for r, n in self.key_pairs),
                 "vpcs": sorted(self.vpcs),
                 "vswitches": sorted(self.vswitches),
+                "deployment_sets": sorted(self.deployment_sets),
                 "released": list(self.released),
                 "ram": self.ram.summary(),
             }
@@ -239,5 +240,6 @@ class AliyunBackend(
                     self.key_pairs,
                     self.vpcs,
                     self.vswitches,
+                    self.deployment_sets,
                 )
             )
