@@ -81,7 +81,8 @@ def same_target(a: Candidate, b: Candidate) -> bool:
 
 
 def describe(candidate: Candidate, zone: str | None = None) -> str:
-    return f"{candidate.instance_type} {candidate.market} in {zone or candidate.region}"
+    """`g5.xlarge spot in us-east-1a`; a cluster `2 × p4d.24xlarge on-demand in us-east-1a`."""
+    return f"{candidate.label} {candidate.market} in {zone or candidate.region}"
 
 
 @dataclass(frozen=True, slots=True)

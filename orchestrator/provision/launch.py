@@ -169,7 +169,7 @@ def _attempt(
     # `orch down NAME --state ...` elsewhere can still rebuild the box and destroy it.
     publish(box, location)
     say(
-        f"creating box {box.name}: {candidate.instance_type} ({candidate.gpu_count}x "
+        f"creating box {box.name}: {candidate.label} ({candidate.gpu_count}x "
         f"{candidate.gpu}) in {candidate.region}, {candidate.market}"
     )
     terraform = terraform_for(box, progress)

@@ -160,3 +160,13 @@ def test_the_run_session_records_what_up_launched(tmp_path, monkeypatch):
     with pytest.raises(UsageError):
         run._launch(made)
     assert run.report.attempts[-1].instance_type == made.plan.choice.instance_type
+
+
+def test_failover_lines_name_a_cluster_as_n_times_its_type():
+    from orchestrator.provision.failover import describe
+    from tests import support
+
+    one = support.candidate("g5.xlarge", "spot", region="us-east-1")
+    assert describe(one, "us-east-1a") == "g5.xlarge spot in us-east-1a"
+    cluster = support.candidate("p4d.24xlarge", region="us-east-1", nodes=2)
+    assert describe(cluster) == "2 × p4d.24xlarge on-demand in us-east-1"
