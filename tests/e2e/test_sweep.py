@@ -268,10 +268,11 @@ def aliyun(tmp_path: Path):
 
 
 def aliyun_box(
-    backend, image: str, box: str, expires: str, count: int, *, shared_vswitch=None
+    backend, image: str, box: str, expires: str, count: int, *, shared_vswitch=None, cluster=False
 ) -> dict:
     """A box as the aliyun_gpu module builds it: its own tagged VPC and vSwitch (or a user's
-    untagged vSwitch), a security group, a key pair and `count` instances, all tagged.
+    untagged vSwitch), a security group, a key pair and `count` instances, all tagged; with
+    `cluster`, the instances in a LowLatency deployment set (untagged, named orch-BOX).
 
     Set-up goes straight into the emulator's backend; the sweeper then uses the SDK over HTTP.
     """
@@ -290,11 +291,14 @@ def aliyun_box(
     group = backend.create_security_group(
         ALIYUN_REGION, vswitch.vpc_id, f"orch-{box}", "orch box", "normal", labels
     )
-    key = backend.import_key_pair(
-        ALIYUN_REGION, f"orch-{box}", support.ALIYUN_PUBLIC_KEY, labels
-    )
+    key = backend.import_key_pair(ALIYUN_REGION, f"orch-{box}", support.ALIYUN_PUBLIC_KEY, labels)
     if not count:
         return {"group": group.id, "key": key.name, "instances": set(), **network}
+    if cluster:
+        ds = backend.create_deployment_set(
+            ALIYUN_REGION, f"orch-{box}", f"orch cluster {box}: {count} nodes", "LowLatency"
+        )
+        network["deployment_set"] = ds.id
     ids = backend.run_instances(
         region=ALIYUN_REGION,
         instance_type=ALIYUN_TYPE,
@@ -304,6 +308,7 @@ def aliyun_box(
         key_pair_name=key.name,
         amount=count,
         tags=labels,
+        deployment_set_id=network.get("deployment_set", ""),
     )
     return {"group": group.id, "key": key.name, "instances": set(ids), **network}
 
@@ -318,14 +323,14 @@ def test_sweep_aliyun_releases_expired_boxes(aliyun):
     user_vswitch = backend.create_vswitch(
         ALIYUN_REGION, user_vpc.id, zones_of(ALIYUN_REGION)[0], "10.9.1.0/24", "team", "", {}
     )
-    old = [aliyun_box(backend, image, f"old-{n}", PAST, 2) for n in range(3)]
+    old = [aliyun_box(backend, image, f"old-{n}", PAST, 2, cluster=n == 0) for n in range(3)]
     old.append(aliyun_box(backend, image, "old-shared", PAST, 1, shared_vswitch=user_vswitch))
     # The in-guest timer already powered this one off and ECS released it: its network,
     # group and key are what is left.
     old.append(aliyun_box(backend, image, "old-orphan", PAST, 0))
-    new = [aliyun_box(backend, image, f"new-{n}", FUTURE, 1) for n in range(2)]
+    new = [aliyun_box(backend, image, f"new-{n}", FUTURE, 2 - n, cluster=n == 0) for n in range(2)]
     new.append(aliyun_box(backend, image, "new-shared", FUTURE, 1, shared_vswitch=user_vswitch))
-    assert [len(b["instances"]) for b in old + new] == [2, 2, 2, 1, 0, 1, 1, 1]
+    assert [len(b["instances"]) for b in old + new] == [2, 2, 2, 1, 0, 2, 1, 1]
 
     dry = orch(env, "sweep", "--cloud", "aliyun", "--region", ALIYUN_REGION, "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
@@ -338,8 +343,10 @@ def test_sweep_aliyun_releases_expired_boxes(aliyun):
     assert report["counts"] == {"destroyed": 5, "kept": 3}
     swept = {b["box"]: b for b in report["boxes"] if b["action"] == "destroyed"}
     assert [r["kind"] for r in swept["old-0"]["resources"]] == [
-        "instance", "instance", "security_group", "key_pair", "vswitch", "vpc",
+        "instance", "instance", "security_group", "deployment_set", "key_pair", "vswitch", "vpc",
     ]  # fmt: skip
+    # A cluster's deployment set (untagged, found by name) goes with its expired box only.
+    assert set(backend.deployment_sets) == {new[0]["deployment_set"]}
 
     instances = {i.id for i in backend.list_instances(ALIYUN_REGION)}
     groups = set(backend.security_groups)
