@@ -44,7 +44,7 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
     model_given = any(kwargs.get(k) for k in ("model", "hf_config", "params_m"))
     if plan_path:
         # --max-price stays allowed: with a plan it is the spot bid.
-        steering = ("region", "spot", "deadline", "throughput")
+        steering = ("region", "spot", "deadline", "throughput", "nodes")
         if model_given or any(kwargs.get(k) for k in steering) or explicit("gpus"):
             raise UsageError("give either --plan or plan options (--model ...), not both")
         return read_plan(plan_path)

@@ -280,7 +280,7 @@ def _existing_box_request(options: dict[str, Any], common: dict[str, Any]):  # n
     if options["box_name"] and options["pool"]:
         raise UsageError("give --box or --pool, not both")
     creating = ("plan_path", "name", "ttl", "ssh_cidrs", "state_url", "tags", "spot_bid")
-    creating += ("instance_profile",)
+    creating += ("instance_profile", "nodes")
     given = [k for k in creating if options.get(k)]
     if given:
         raise UsageError(f"{where}: drop --{given[0].replace('_', '-')}")

@@ -52,7 +52,7 @@ MAX_PRICE = Option(
     help="Only boxes that cost at most this per hour (the whole instance).",
 )
 
-# Multi-node plans (issue 24). Not on `up`/`run` yet: those read `nodes` from a plan file.
+# Multi-node plans (issue 24): on plan, and on up/run when they plan inline.
 NODES = Option(
     ("--nodes",),
     "nodes",
@@ -127,7 +127,7 @@ SELECTION_OPTIONS = (
 
 
 # `orch up` leaves the filter out: there the price a user names is the spot bid.
-UP_SELECTION_OPTIONS = tuple(o for o in SELECTION_OPTIONS if o not in (MAX_PRICE, NODES))
+UP_SELECTION_OPTIONS = tuple(o for o in SELECTION_OPTIONS if o is not MAX_PRICE)
 
 
 def selection_options(func: F) -> F:

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 import click
 
-from orchestrator.errors import UsageError
 from orchestrator.jobfile import JOB_FILE
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -120,11 +119,6 @@ def command_defaults(
         if param == "max_price" and command != "plan":
             settings["max_price"] = value  # up's --max-price is its old spot-bid spelling
             continue
-        if param == "nodes" and param not in params and str(value) != "1":
-            raise UsageError(
-                f"{key.dotted}: {value} nodes are planned by `orch plan -f FILE -o plan.json`;"
-                f" `orch {command}` takes the plan with --plan (issue 24)"
-            )
         if param not in params:
             continue  # a key for another command (plan has no run.setup)
         defaults[param] = option_value(job, key, value)

@@ -241,15 +241,3 @@ def test_the_job_file_sets_nodes(capsys, tmp_path, monkeypatch) -> None:
     (tmp_path / "orch.yaml").write_text("model: gpt2\nresources:\n  nodes: 0\n")
     code, _, err = run(capsys, "plan", "--json")
     assert code == 2 and "nodes" in err
-
-
-def test_up_refuses_a_job_file_s_nodes_instead_of_making_one_box(capsys, tmp_path, monkeypatch):
-    """`orch up -f` plans single boxes inline: a file asking for 2 nodes is refused (exit 2),
-    naming the way that plans the cluster, before anything reaches a cloud."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    (tmp_path / "orch.yaml").write_text("model: gpt2\nresources:\n  nodes: 2\n")
-    code, _, err = run(capsys, "up", "--name", "c1", "--no-check")
-    assert code == 2 and "resources.nodes" in err and "--plan" in err
-    assert len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("box.json"))
