@@ -20,6 +20,7 @@ from orchestrator.plan import Candidate
 from orchestrator.provision.terraform import TerraformError
 
 Say = Callable[[str], None]
+NO_ZONE = "no zone known to offer it (a cluster needs one zone)"
 
 
 def failover_codes(cloud: str | None = None) -> tuple[str, ...]:
@@ -120,6 +121,17 @@ def launch_first(
                 continue
             how.fail(exc.message)
             raise _no_capacity(how.name, tried) from None
+        if zones == [None] and candidate.nodes > 1:
+            # A cluster needs one zone for all its nodes (aws_gpu refuses node_count > 1
+            # without one): with none known to offer the type, try the next candidate as a
+            # box with no stock would, rather than fail in Terraform's validation.
+            how.attempts.append({**target(candidate), "error": NO_ZONE})
+            tried.append(f"{describe(candidate)}: {NO_ZONE}")
+            if not last_candidate:
+                how.say(f"{describe(candidate)}: {NO_ZONE}; trying the next candidate")
+                continue
+            how.fail(f"{describe(candidate)}: {NO_ZONE}")
+            raise _no_capacity(how.name, tried)
         candidate = how.prepare(candidate)
         for zone_index, zone in enumerate(zones):
             try:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Plan
 from orchestrator.pool import manager, members
 from orchestrator.provision.request import SCHEMA, UpRequest, build_request
@@ -170,3 +170,55 @@ def test_failover_lines_name_a_cluster_as_n_times_its_type():
     assert describe(one, "us-east-1a") == "g5.xlarge spot in us-east-1a"
     cluster = support.candidate("p4d.24xlarge", region="us-east-1", nodes=2)
     assert describe(cluster) == "2 × p4d.24xlarge on-demand in us-east-1"
+
+
+class _NoZones:
+    """A cloud that cannot say which zone offers a type (zones_with_stock -> None)."""
+
+    def zones_with_stock(self, region, instance_type, spot):
+        return None
+
+    def error_kind(self, code):
+        from orchestrator.clouds import ErrorKind
+
+        return ErrorKind.CAPACITY
+
+    def failover_codes(self):
+        return ()
+
+
+def _attempts(launched, said, failed):
+    from orchestrator.provision.failover import Attempts
+
+    return Attempts(
+        name="c1",
+        prepare=lambda c: c,
+        launch=lambda c, zone: launched.append((c.instance_type, c.nodes, zone)),
+        clear=lambda: None,
+        fail=failed.append,
+        attempts=[],
+        say=said.append,
+    )
+
+
+def test_a_zone_less_cluster_fails_over_to_the_next_candidate(monkeypatch):
+    from orchestrator import clouds
+    from orchestrator.provision import failover
+    from tests import support
+
+    monkeypatch.setattr(clouds, "get", lambda name: _NoZones())
+    cluster = support.candidate("p4d.24xlarge", region="us-east-1", nodes=2)
+    box = support.candidate("g5.xlarge", region="us-east-1")
+    launched, said, failed = [], [], []
+    how = _attempts(launched, said, failed)
+    chosen, zone = failover.launch_first([cluster, box], (), how)
+    assert (chosen.instance_type, zone) == ("g5.xlarge", None)  # one box: the module picks
+    assert launched == [("g5.xlarge", 1, None)]  # the cluster was never rendered zone-less
+    assert said == [f"2 × p4d.24xlarge on-demand in us-east-1: {failover.NO_ZONE}; "
+                    "trying the next candidate"]  # fmt: skip
+    assert how.attempts[0]["error"] == failover.NO_ZONE and not failed
+
+    launched, said, failed = [], [], []
+    with pytest.raises(OrchError, match="no capacity for any plan candidate"):
+        failover.launch_first([cluster], (), _attempts(launched, said, failed))
+    assert launched == [] and failed
