@@ -1,6 +1,6 @@
 """`orch up --nodes N` and `orch run --nodes N` (issue 24): they size and pick a cluster as
 `orch plan --nodes` does, a job file's resources.nodes too; a cluster's launch request reaches
-provisioning with the plan's node count. Aliyun rows are refused until Aliyun clusters exist."""
+provisioning with the plan's node count (Aliyun's too)."""
 
 from __future__ import annotations
 
@@ -146,9 +146,9 @@ def test_bad_nodes_on_up_and_run_are_one_line(here, capsys, monkeypatch, value):
         assert len(err.strip().splitlines()) == 1
 
 
-def test_an_aliyun_cluster_is_refused_before_any_cloud_call(here, capsys, monkeypatch):
+def test_an_aliyun_cluster_reaches_provisioning(here, capsys, monkeypatch):
     seen = capture_up(monkeypatch)
     argv = ["--model", "gpt2", "--cloud", "aliyun", "--nodes", "2", "--yes"]
-    code, _, err = run(capsys, "up", "--name", "c1", "--no-check", *argv)
-    assert code == 2 and "a cluster of 2 Aliyun boxes is not supported yet" in err, err
-    assert seen == [] and not list((here / "home").rglob("box.json"))
+    with pytest.raises(Tripwire):
+        run(capsys, "up", "--name", "c1", "--no-check", *argv)
+    assert seen[0].plan.choice.nodes == 2 and seen[0].plan.choice.cloud == "aliyun"
