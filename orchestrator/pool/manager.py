@@ -32,6 +32,7 @@ from orchestrator.pool.ownership import Unverified
 from orchestrator.pool.store import Conflict, store_tag
 from orchestrator.provision.boxes import Box
 from orchestrator.provision.display import box_summary
+from orchestrator.run.recovery import gone
 
 __all__ = ["NoBoxFree", "Pool", "open_pool", "provision", "provision_entry"]
 Say = Callable[[str], None]
@@ -361,7 +362,8 @@ def _unhealthy(pool: Pool, name: str, entry: dict[str, Any]) -> str | None:
         state = clouds.instance_state_of(clouds.get(box.cloud), box.region, str(instance_id))
     except CloudError:
         state = None
-    if state is not None and (state.lost or state.spot_reclaimed):
+    if gone(state):  # the run's own test (run/recovery.py)
+        assert state is not None
         return f"is {state.state} in {box.cloud} ({state.reason or 'no reason given'})"
     try:
         result = call(members.transport(pool, box), "true", what="probe", timeout=20, retry_s=20)

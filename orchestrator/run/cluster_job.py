@@ -29,7 +29,7 @@ from orchestrator.clouds.base import CloudError, InstanceState
 from orchestrator.errors import EXIT_FAILURE, OrchError
 from orchestrator.provision.boxes import Box
 from orchestrator.provision.cluster import ClusterNode
-from orchestrator.run import remote, shell, sync
+from orchestrator.run import recovery, remote, shell, sync
 from orchestrator.run.spec import RunSpec
 from orchestrator.run.stream import LogFollower, SshLost, StreamStopped
 
@@ -187,7 +187,8 @@ class ClusterJob:
     def _check(self, job: NodeJob, rank0_running: bool) -> NodeLost | str:
         """One look at a node: NodeLost, "failed" (its job ended non-zero), "done" or "ok"."""
         state = self._cloud_state(job.node)
-        if state is not None and (state.lost or state.spot_reclaimed):
+        if recovery.gone(state):
+            assert state is not None
             why = f"its instance is {state.state}" + (f" ({state.reason})" if state.reason else "")
             return NodeLost(job.index, why, state)
         try:

@@ -28,10 +28,11 @@ from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.cluster import cluster_nodes, node_count
 from orchestrator.provision.request import UpRequest
 from orchestrator.provision.terraform import Interrupted
-from orchestrator.run import checkpoints, on_cluster, remote, shell, sync, terminal
+from orchestrator.run import checkpoints, on_cluster, recovery, remote, shell, sync, terminal
 from orchestrator.run import record as records
 from orchestrator.run.cluster_job import NodeLost
 from orchestrator.run.launcher import resolve_launcher
+from orchestrator.run.recovery import UNREACHABLE, RecoveryPolicy
 from orchestrator.run.report import Attempt, RunReport, iso
 from orchestrator.run.signals import Cancelled, cancellable, deferred
 from orchestrator.run.spec import RunSpec
@@ -53,14 +54,8 @@ class BoxLost(OrchError):
 
     @property
     def recoverable(self) -> bool:
-        """A spot reclaim, or a cluster node that stopped answering; not a box someone
-        terminated or stopped (it was meant to go)."""
-        return self.state.spot_reclaimed or (
-            self.node is not None and self.state.state == UNREACHABLE
-        )
-
-
-UNREACHABLE = "unreachable"  # a node's state when SSH, not its cloud, says it is gone
+        """A spot reclaim, or a cluster node that stopped answering (run/recovery.py)."""
+        return recovery.recoverable(self.state, self.node)
 
 
 @dataclass(slots=True)
@@ -142,7 +137,8 @@ class Run:
 
     def _run(self) -> None:
         self.box = self._first_box()
-        recoveries = 0
+        policy = RecoveryPolicy(self.request.spot_recovery, self.request.fallback_on_demand)
+        used = 0
         while True:
             try:
                 self._attempt()
@@ -152,19 +148,15 @@ class Run:
                     "reclaimed" if lost.state.spot_reclaimed else "lost", lost.message
                 )
                 self.report.attempts[-1].lost_node = lost.node
-                allowed = self.request.spot_recovery + (1 if self.request.fallback_on_demand else 0)
                 # Only the spot service's reclaim (or a cluster node gone silent) is recovered
                 # from: a box someone terminated or stopped was meant to go.
-                if recoveries >= allowed or not lost.recoverable:
+                next_one = policy.after_loss(used, lost.state, lost.node)
+                if next_one is None:
                     raise
-                recoveries += 1
-                self.say(
-                    f"box {self.box.name} is gone ({lost.message}); recovery "
-                    f"{recoveries} of {allowed}"
-                )
-                self.box = self._replace_box(
-                    lost, on_demand=recoveries > self.request.spot_recovery
-                )
+                used = next_one.number
+                nodes = node_count(self.box)
+                self.say(recovery.describe(next_one, self.box.name, lost.message, nodes))
+                self.box = self._replace_box(lost, on_demand=next_one.on_demand)
 
     # ------------------------------------------------------------------------- the box
 
@@ -192,7 +184,7 @@ class Run:
             self._stop_and_fetch(self.box, fetch=False)
         self.cluster = None
         teardown.down(self.box.name, self.box.state_url, self.say, self.progress, _forget)
-        plan = _recovery_plan(request.up_options.plan, self.box.candidate, on_demand)
+        plan = recovery.recovery_plan(request.up_options.plan, self.box.candidate, on_demand)
         again = replace(request.up_options, plan=plan, avoid_zones=(zone,) if zone else ())
         box = self._launch(again.for_box())
         self.job_started = False
@@ -268,36 +260,7 @@ class Run:
         if len(nodes) > 1:
             self._attempt_on_cluster(box, attempt)
             return
-        topology = on_cluster.topology_of(box, nodes, self.spec.run_id, self.request.join_timeout_s)
-        launcher = resolve_launcher(self.request.launcher, 1, topology.gpus_per_node)
-        (spec,) = on_cluster.node_specs(self.spec, topology, launcher)
-        try:
-            if self.request.check:
-                self._check(box)
-            transport = shell.ssh_transport(box, self.request.ssh_config)
-            agent = _agent_source() if self.spec.store else None
-            prepared = shell.call_ok(
-                transport, remote.prepare_script(spec, agent), what="preparing the run"
-            )
-            self.remote_dir = _prepared_dir(prepared)
-            self.say(f"syncing {self.spec.workdir} to box {box.name}")
-            sync.push(transport, self.spec.workdir, self.remote_dir, self.spec.excludes,
-                      self.spec.includes, self.say)  # fmt: skip
-            launch = remote.LaunchEnv(
-                attempt=attempt.number,
-                cloud=box.cloud,
-                store_url=self.spec.store.for_run(self.spec.run_id) if self.spec.store else None,
-                checkpoint_interval_s=self.spec.checkpoint_interval_s,
-            )
-            started = shell.call_ok(
-                transport,
-                remote.launch_script(spec, launch),
-                what="starting the job",
-                retry_s=30,
-            )
-        except OrchError as exc:
-            self._raise_if_lost(box, exc)
-            raise
+        transport, started = self._start_on_box(box, nodes, attempt)
         self.job_started = True
         attempt.job_started = time.time()
         mode = started.split()[-1] if started.split() else "?"
@@ -336,6 +299,40 @@ class Run:
             )
         self._fetch(transport)
         self._save_record("done", exit_code=final)
+
+    def _start_on_box(self, box: Box, nodes: list[Any], attempt: Attempt) -> tuple[Any, str]:
+        """Check, prepare, sync and start the job on one box: (its transport, the start line)."""
+        topology = on_cluster.topology_of(box, nodes, self.spec.run_id, self.request.join_timeout_s)
+        launcher = resolve_launcher(self.request.launcher, 1, topology.gpus_per_node)
+        (spec,) = on_cluster.node_specs(self.spec, topology, launcher)
+        try:
+            if self.request.check:
+                self._check(box)
+            transport = shell.ssh_transport(box, self.request.ssh_config)
+            agent = _agent_source() if self.spec.store else None
+            prepared = shell.call_ok(
+                transport, remote.prepare_script(spec, agent), what="preparing the run"
+            )
+            self.remote_dir = _prepared_dir(prepared)
+            self.say(f"syncing {self.spec.workdir} to box {box.name}")
+            sync.push(transport, self.spec.workdir, self.remote_dir, self.spec.excludes,
+                      self.spec.includes, self.say)  # fmt: skip
+            launch = remote.LaunchEnv(
+                attempt=attempt.number,
+                cloud=box.cloud,
+                store_url=self.spec.store.for_run(self.spec.run_id) if self.spec.store else None,
+                checkpoint_interval_s=self.spec.checkpoint_interval_s,
+            )
+            started = shell.call_ok(
+                transport,
+                remote.launch_script(spec, launch),
+                what="starting the job",
+                retry_s=30,
+            )
+        except OrchError as exc:
+            self._raise_if_lost(box, exc)
+            raise
+        return transport, started
 
     def _attempt_on_cluster(self, box: Box, attempt: Attempt) -> None:
         try:
@@ -403,7 +400,7 @@ class Run:
             state = clouds.instance_state_of(clouds.get(box.cloud), box.region, str(instance_id))
         except CloudError:
             return
-        if state is not None and (state.lost or state.spot_reclaimed):
+        if recovery.gone(state):
             raise BoxLost(state) from exc
 
     # ------------------------------------------------------------------------ the end
@@ -500,34 +497,3 @@ def _forget(record: dict[str, Any], say: Say) -> object:
     from orchestrator.ci_runner import forget
 
     return forget(record, say)
-
-
-def _recovery_plan(plan: Plan, lost: Candidate, on_demand: bool) -> Plan:
-    """The lost box's candidate first (its other zones are tried first: avoid_zones), then the
-    plan's other candidates; all on-demand once spot recoveries are used up."""
-    rest = [c for c in plan.candidates() if c != lost]
-    order = [lost, *rest]
-    if on_demand:
-        order = _on_demand(order)
-    return replace(plan, choice=order[0], alternatives=order[1:])
-
-
-def _on_demand(candidates: list[Candidate]) -> list[Candidate]:
-    result: list[Candidate] = []
-    seen: set[tuple[str, str, str]] = set()
-    for candidate in candidates:
-        where = (candidate.cloud, candidate.region, candidate.instance_type)
-        if where in seen:
-            continue
-        if candidate.market == "on-demand":
-            seen.add(where)
-            result.append(candidate)
-            continue
-        price = price_of(candidate.cloud, candidate.instance_type, candidate.region)
-        if price is None:
-            continue
-        seen.add(where)
-        result.append(replace(candidate, market="on-demand", price_per_hour=price))
-    if not result:
-        raise OrchError("no on-demand price for any plan candidate: cannot fall back")
-    return result

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.errors import UsageError
 from orchestrator.plan import Plan
 from orchestrator.provision import inputs, launch, steps
-from orchestrator.run import session, shell
+from orchestrator.run import recovery, session, shell
 from orchestrator.run.spec import RunSpec, parse_env, parse_store, relative_box_path
 from tests.support import candidate, cli_refused, plan_file, with_cloud_credentials
 
@@ -175,9 +175,9 @@ def test_recovery_tries_the_lost_candidate_first_then_the_others_then_on_demand(
     a = candidate("g5.xlarge", "spot", price_per_hour=0.4)
     b = candidate("g4dn.xlarge", "spot", price_per_hour=0.2)
     c = candidate("g5.xlarge", "on-demand")
-    recovered = session._recovery_plan(plan_of(b, a, c), a, on_demand=False)
+    recovered = recovery.recovery_plan(plan_of(b, a, c), a, on_demand=False)
     assert recovered.candidates() == [a, b, c]
-    fallback = session._recovery_plan(plan_of(b, a, c), a, on_demand=True)
+    fallback = recovery.recovery_plan(plan_of(b, a, c), a, on_demand=True)
     assert [x.market for x in fallback.candidates()] == ["on-demand"] * len(fallback.candidates())
     assert [x.instance_type for x in fallback.candidates()] == ["g5.xlarge", "g4dn.xlarge"]
     # Priced from the catalog's on-demand column, not the spot price.
