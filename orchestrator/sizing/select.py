@@ -17,28 +17,15 @@ from orchestrator.plan import Candidate
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.assumptions import planned_shape
 from orchestrator.sizing.cloud_preference import CloudPreference, cloud_preference
-from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.images import image_for
-from orchestrator.sizing.input_pipeline import decode_ceiling, decodes_images
+from orchestrator.sizing.input_pipeline import decodes_images
 from orchestrator.sizing.job import JobSpec
+from orchestrator.sizing.job_speed import JobSpeed, box_collectives, input_bound
 from orchestrator.sizing.memory import MemoryBreakdown, estimate_memory
 from orchestrator.sizing.nodes import cluster_rate, internode_seconds, node_counts
 from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.sizing.run_length import DEFAULT_SAMPLES, job_samples
-from orchestrator.sizing.stacks import extra_seconds
-from orchestrator.sizing.throughput import (
-    HOST_OP_SECONDS,
-    PEAK_KEY,
-    Collectives,
-    Shape,
-    collective_bytes,
-    effective_precision,
-    gpu_supports,
-    job_step,
-    samples_per_second,
-    shape_of,
-    workload_of,
-)
+from orchestrator.sizing.throughput import effective_precision, gpu_supports
 
 DEFAULT_HEADROOM = 0.90  # estimated peak must stay within 90 % of GPU memory
 UNDERUSED_FRACTION = 0.5  # warn when a box would be less than half used
@@ -203,7 +190,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     # Disk beyond the image: sized once from the unsharded model (see root_volume_gib).
     full = estimate_memory(arch, replace(job, gpus=1, zero=0))
     storage_bytes = data_bytes(full.parameters, full.optimizer_bytes, options.dataset_gib)
-    speed = _JobSpeed.of(arch, job, full)
+    speed = JobSpeed.of(arch, job, full)
     memory: dict[int, MemoryBreakdown] = {}  # by data-parallel GPUs (all nodes' together)
     candidates: list[Candidate] = []
     rejected: dict[str, str] = {}
@@ -219,25 +206,26 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         if count not in memory:
             memory[count] = estimate_memory(arch, job.with_gpus(count))
         needed = memory[count].total_bytes
+        links = box_collectives(instance, memory[count], job)
         capacity = gpu.memory_gib * GIB
         if needed > capacity * options.headroom:
             rejected.setdefault(
                 instance.name,
                 f"needs {needed / GIB:.1f} GiB per GPU, {gpu.name} has {gpu.memory_gib:g} GiB",
             )
-            rate = speed.samples_per_s(gpu, count, None, _collectives(instance, memory[count], job))
+            rate = speed.samples_per_s(gpu, count, None, links)
             cost = _cheapest_cost(instance, options, samples / rate / 3600 + SETUP_HOURS)
             if cost is not None and (blocked is None or cost < blocked):
                 blocked = cost
             continue
         measured = options.throughput.get(gpu.name)
-        rate = speed.samples_per_s(gpu, count, measured, _collectives(instance, memory[count], job))
+        rate = speed.samples_per_s(gpu, count, measured, links)
         used, precision_note = effective_precision(gpu, job.precision)
         notes = [precision_note] if precision_note else []
         if job.zero and count == 1:
             notes.append(zero_note)
         if measured is None and decodes_images(arch):
-            rate, input_note = _input_bound(instance, gpu, rate)
+            rate, input_note = input_bound(instance, gpu, rate)
             notes += [input_note] if input_note else []
         hours = samples / rate / 3600 + SETUP_HOURS
         if options.deadline_hours is not None and hours > options.deadline_hours:
@@ -280,18 +268,6 @@ def _check_throughput_gpus(options: PlanOptions, gpus: dict[str, Gpu]) -> None:
         )
 
 
-def _input_bound(instance: InstanceType, gpu: Gpu, rate: float) -> tuple[float, str]:
-    """An image job's rate capped by the vCPUs' JPEG decoding, and the note saying so."""
-    ceiling = decode_ceiling(instance.vcpus)
-    if rate <= ceiling:
-        return rate, ""
-    return ceiling, (
-        f"input-bound: JPEG decode + augmentation on {instance.vcpus} vCPUs feeds"
-        f" about {ceiling:,.0f} images/s, below the GPUs' {rate:,.0f}; planned at"
-        f" {ceiling:,.0f} (measured? --throughput {gpu.name}=IMAGES_PER_S)"
-    )
-
-
 def _cheapest_cost(instance: InstanceType, options: PlanOptions, hours: float) -> float | None:
     """The lowest job cost of `instance` over the regions and markets a plan would consider."""
     regions = [options.region] if options.region else list(instance.prices)
@@ -304,99 +280,6 @@ def _cheapest_cost(instance: InstanceType, options: PlanOptions, hours: float) -
         and (instance.price_verified(region) or options.allow_unverified_prices)
     ]
     return min(costs, default=None)
-
-
-@dataclass(frozen=True, slots=True)
-class _JobSpeed:
-    """What the throughput of one job needs, computed once per plan."""
-
-    arch: Architecture
-    job: JobSpec
-    flops: float  # per sample, as the GPU runs it (recompute included)
-    model_flops: float  # per sample without recompute: the MFU convention
-    workload: str
-    shape: Shape | None
-    trainable: int
-    state_bytes: int
-
-    @classmethod
-    def of(cls, arch: Architecture, job: JobSpec, full: MemoryBreakdown) -> _JobSpeed:
-        flops = training_flops_per_sample(arch, job)
-        plain = replace(job, grad_checkpointing=False)
-        model_flops = training_flops_per_sample(arch, plain) if job.grad_checkpointing else flops
-        return cls(
-            arch,
-            job,
-            flops,
-            model_flops,
-            workload_of(arch, stack=job.stack),
-            shape_of(arch, job, job.stack),
-            full.trainable_parameters,
-            full.optimizer_bytes,
-        )
-
-    def samples_per_s(
-        self,
-        gpu: Gpu,
-        count: int,
-        measured: float | None,
-        collectives: Collectives | None,
-        shards: int | None = None,
-    ) -> float:
-        """One box of `count` GPUs; `shards`: the GPUs ZeRO shards the optimizer step over
-        (all nodes' GPUs in a cluster; default `count`)."""
-        job = self.job
-        step = job_step(
-            self.trainable,
-            self.state_bytes,
-            job.precision,
-            job.zero,
-            shards or count,
-            job.stack,
-            job.grad_accum,
-        )
-        return samples_per_second(
-            self.flops,
-            gpu,
-            count,
-            job.precision,
-            measured,
-            self.workload,
-            shape=self.shape,
-            collectives=collectives,
-            batch=job.batch,
-            optimizer=step,
-            extra_s=extra_seconds(self.arch, job, gpu, job.stack, HOST_OP_SECONDS),
-        )
-
-    def llm_figures(
-        self, gpu: Gpu, precision_used: str, per_gpu: float
-    ) -> tuple[float | None, float | None]:
-        """(tokens/s per GPU, MFU) of a decoder-only job; (None, None) for other models.
-        MFU counts the model's FLOPs without checkpointing's recompute, against the dense peak
-        of the precision the GPU runs."""
-        if not self.arch.traits.llm:
-            return None, None
-        key = PEAK_KEY.get(precision_used, "fp32")
-        peak = gpu.peak_tflops.get(key) or gpu.peak_tflops["fp32"]
-        return per_gpu * self.job.seq, self.model_flops * per_gpu / (peak * 1e12)
-
-
-def _collectives(instance: InstanceType, memory: MemoryBreakdown, job: JobSpec):
-    """The box's collectives per micro-batch, when its interconnect is in the catalog."""
-    from orchestrator.catalog.interconnect import interconnect_of
-
-    link = interconnect_of(instance.family)
-    if link is None or instance.gpu_count <= 1:
-        return None
-    moved = collective_bytes(
-        memory.parameters,
-        memory.trainable_parameters,
-        job.zero,
-        job.precision,
-        instance.gpu_count,
-    )
-    return Collectives(moved, link.busbw_gbps, link.kind)
 
 
 def _priced_candidates(
@@ -469,7 +352,7 @@ class _Context:
     job: JobSpec
     options: PlanOptions
     gpus: dict[str, Gpu]
-    speed: _JobSpeed
+    speed: JobSpeed
     samples: int
     storage_bytes: float
     memory: dict[int, MemoryBreakdown]  # by data-parallel GPUs, shared with rank()
@@ -479,7 +362,7 @@ class _Context:
         arch, _ = resolve_architecture(job)
         full = estimate_memory(arch, replace(job, gpus=1, zero=0))
         storage = data_bytes(full.parameters, full.optimizer_bytes, options.dataset_gib)
-        speed = _JobSpeed.of(arch, job, full)
+        speed = JobSpeed.of(arch, job, full)
         return cls(arch, job, options, load_gpus(), speed, job_samples(job)[0], storage, {})
 
     def memory_of(self, world: int) -> MemoryBreakdown:
@@ -497,11 +380,11 @@ def _cluster_speed(
     job, count = ctx.job, instance.gpu_count
     memory = ctx.memory_of(count * nodes)
     measured = ctx.options.throughput.get(gpu.name)
-    collectives = _collectives(instance, memory, job)
+    collectives = box_collectives(instance, memory, job)
     box = ctx.speed.samples_per_s(gpu, count, measured, collectives, shards=count * nodes)
     notes: list[str] = []
     if measured is None and decodes_images(ctx.arch):
-        box, input_note = _input_bound(instance, gpu, box)
+        box, input_note = input_bound(instance, gpu, box)
         notes += [input_note] if input_note else []
     network = network_of(instance.cloud, instance.name)
     if nodes == 1 or network is None:
