@@ -194,7 +194,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     memory: dict[int, MemoryBreakdown] = {}  # by data-parallel GPUs (all nodes' together)
     candidates: list[Candidate] = []
     rejected: dict[str, str] = {}
-    blocked: float | None = None
+    blocked: list[float] = []  # job costs of boxes ruled out by memory alone
     for instance in instances_for(options) if 1 in node_counts(options.nodes) else ():
         if options.gpus is not None and instance.gpu_count != options.gpus:
             continue
@@ -215,8 +215,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
             )
             rate = speed.samples_per_s(gpu, count, None, links)
             cost = _cheapest_cost(instance, options, samples / rate / 3600 + SETUP_HOURS)
-            if cost is not None and (blocked is None or cost < blocked):
-                blocked = cost
+            blocked += [] if cost is None else [cost]
             continue
         measured = options.throughput.get(gpu.name)
         rate = speed.samples_per_s(gpu, count, measured, links)
@@ -254,7 +253,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         rejected=rejected,
         warnings=warnings,
         clouds=preference,
-        memory_blocked_cost=blocked,
+        memory_blocked_cost=min(blocked, default=None),
         shape=planned_shape(arch, job),
     )
 
