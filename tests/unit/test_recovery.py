@@ -79,3 +79,46 @@ def test_what_the_run_says_before_it_recovers():
         "box c1 is gone (node 1 of the cluster is lost: x); recovery 2 of 2: re-provisioning"
         " the whole cluster (3 nodes), on on-demand, then resuming from the latest checkpoint"
     )
+
+
+def test_a_run_recovers_a_lost_cluster_node_within_the_budget_then_gives_up(tmp_path):
+    """Run._run's loop (run/session.py) with the policy: node 1 lost twice on a 2-node
+    cluster, --spot-recovery 1 --fallback-on-demand: the cluster is replaced twice (the second
+    on on-demand), then the attempt that follows completes; losses counted per node."""
+    from types import SimpleNamespace
+
+    from orchestrator.provision.request import build_request
+    from orchestrator.run.session import BoxLost, Run, RunRequest
+    from orchestrator.run.spec import RunSpec
+
+    lost_cluster = candidate("p4d.24xlarge", "spot", nodes=2, gpu_count=8, region="us-east-1")
+    up = build_request(plan_of(lost_cluster), name="c1", ttl="1h", ssh_cidrs=["203.0.113.7/32"])
+    request = RunRequest(spec=RunSpec(["true"], tmp_path), box_name="c1", up_options=up,
+                         spot_recovery=1, fallback_on_demand=True)  # fmt: skip
+    said: list[str] = []
+    run = Run(request, said.append, None, None)  # type: ignore[arg-type]
+    box = SimpleNamespace(name="c1", candidate=lost_cluster)
+    replaced: list[bool] = []
+    outcomes = iter(["lost", "lost", "done"])
+
+    def attempt() -> None:
+        run._open_attempt(lost_cluster, 0.0, "us-east-1a")
+        if next(outcomes) == "lost":
+            raise BoxLost(SILENT, node=1, message="node 1 of the cluster is lost: silent")
+        run._close_attempt("completed", "", 0)
+
+    run._first_box = lambda: box  # type: ignore[method-assign]
+    run._attempt = attempt  # type: ignore[method-assign]
+    run._replace_box = lambda lost, on_demand: replaced.append(on_demand) or box  # type: ignore[method-assign]
+    run._run()
+    assert replaced == [False, True]
+    assert run.report.losses_by_node() == {"1": 2} and run.report.recoveries == 2
+    assert [a.outcome for a in run.report.attempts] == ["lost", "lost", "completed"]
+    assert "recovery 2 of 2: re-provisioning the whole cluster (2 nodes), on on-demand" in said[1]
+    # A third loss would be past the budget: the loss ends the run.
+    outcomes = iter(["lost", "lost", "lost"])
+    run.report.attempts.clear()
+    replaced.clear()
+    with pytest.raises(BoxLost):
+        run._run()
+    assert replaced == [False, True]
