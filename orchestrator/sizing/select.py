@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
+from orchestrator.catalog.network import NO_SPOT_CLUSTERS
 from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate
@@ -444,6 +445,8 @@ def _cluster_candidates(ctx: _Context, rejected: dict[str, str]) -> list[Candida
                 rejected.setdefault(f"{nodes} × {instance.name}", fit)
                 continue
             for row in _priced_candidates(instance, gpu, ctx.options, fit, ctx.storage_bytes):
+                if row.market == "spot" and row.cloud in NO_SPOT_CLUSTERS:
+                    continue  # `up` could not launch it (catalog/network.py says why)
                 row.nodes = nodes
                 if row.cost is not None and row.price_per_hour is not None:
                     row.cost = round(nodes * row.price_per_hour * fit.hours, 2)

@@ -98,6 +98,24 @@ def test_nodes_n_plans_exactly_n_nodes() -> None:
     assert {c.nodes for c in single} == {1}  # the default stays one node
 
 
+def test_aliyun_clusters_are_never_planned_spot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ECS puts no spot instance in a deployment set: no spot Aliyun cluster row is offered,
+    while spot Aliyun single boxes still are. (The shipped Aliyun catalog has no spot prices:
+    spot offers at half the on-demand price stand in for them here.)"""
+    from orchestrator.catalog.schema import InstanceType
+
+    real = InstanceType.price
+
+    def with_spot(self: InstanceType, region: str, spot: bool = False) -> float | None:
+        on_demand = real(self, region)
+        return on_demand / 2 if spot and on_demand is not None else real(self, region, spot)
+
+    monkeypatch.setattr(InstanceType, "price", with_spot)
+    rows = rank(LLAMA_7B, PlanOptions(cloud="aliyun", nodes=None, spot=True)).candidates
+    assert {c.market for c in rows if c.nodes > 1} == {"on-demand"}
+    assert "spot" in {c.market for c in rows if c.nodes == 1}
+
+
 def _rate(instance_type: str, nodes: int) -> float:
     options = PlanOptions(instance_type=instance_type, region="us-east-1", nodes=nodes)
     return rank(LLAMA_7B, options).candidates[0].samples_per_s
