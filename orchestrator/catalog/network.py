@@ -10,10 +10,6 @@ from orchestrator.catalog.loader import DATA_DIR, CatalogError, _source, read_to
 from orchestrator.catalog.schema import Source
 
 FABRICS = ("efa", "tcp")
-# Clouds whose clusters cannot be spot: an Aliyun cluster lives in a deployment set, and "spot
-# (preemptible) instances cannot be created in a deployment set" (ECS "Deployment sets",
-# limits, https://www.alibabacloud.com/help/zh/doc-detail/91258.htm, read 2026-12-05).
-NO_SPOT_CLUSTERS = frozenset({"aliyun"})
 
 
 @dataclass(frozen=True, slots=True)

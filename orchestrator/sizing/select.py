@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
-from orchestrator.catalog.network import NO_SPOT_CLUSTERS
 from orchestrator.clouds import check_name, names
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate
@@ -428,6 +427,17 @@ def _cluster_fit(ctx: _Context, instance: InstanceType, gpu: Gpu, nodes: int) ->
     return Fit(memory, fraction, rate, hours, used, tuple(notes), tokens, mfu)
 
 
+def spot_clusters_of(cloud: str) -> bool:
+    """Whether `cloud` can run a cluster on spot capacity (its optional `spot_clusters`)."""
+    from orchestrator import clouds
+    from orchestrator.errors import OrchError
+
+    try:
+        return bool(getattr(clouds.get(cloud), "spot_clusters", True))
+    except OrchError:  # a cloud the registry does not know: nothing says it cannot
+        return True
+
+
 def _cluster_candidates(ctx: _Context, rejected: dict[str, str]) -> list[Candidate]:
     """Every priced (instance, region, market) at each node count above 1 that fits."""
     found: list[Candidate] = []
@@ -445,8 +455,8 @@ def _cluster_candidates(ctx: _Context, rejected: dict[str, str]) -> list[Candida
                 rejected.setdefault(f"{nodes} × {instance.name}", fit)
                 continue
             for row in _priced_candidates(instance, gpu, ctx.options, fit, ctx.storage_bytes):
-                if row.market == "spot" and row.cloud in NO_SPOT_CLUSTERS:
-                    continue  # `up` could not launch it (catalog/network.py says why)
+                if row.market == "spot" and not spot_clusters_of(row.cloud):
+                    continue  # `up` could not launch it (the cloud's spot_clusters says why)
                 row.nodes = nodes
                 if row.cost is not None and row.price_per_hour is not None:
                     row.cost = round(nodes * row.price_per_hour * fit.hours, 2)

@@ -52,6 +52,11 @@ class AliyunCloud:
     # ImportKeyPair takes rsa, dsa, ssh-rsa, ssh-dss and ecdsa keys only, no ed25519
     # (https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-importkeypair).
     ssh_key_type = "rsa"
+    # A cluster lives in a deployment set, and "spot (preemptible) instances cannot be created
+    # in a deployment set" (ECS "Deployment sets", limits,
+    # https://www.alibabacloud.com/help/zh/doc-detail/91258.htm): `orch plan` offers no spot
+    # Aliyun cluster (sizing/select.py), and terraform.py refuses one.
+    spot_clusters = False
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aliyun.toml
