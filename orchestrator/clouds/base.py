@@ -257,8 +257,8 @@ class Cloud(Protocol):
     # `orch check --via <agent_via>` uses the cloud's in-guest agent; None: the cloud has none.
     agent_via: str | None
     # Optional capabilities are the small protocols below (HasKeyType, WatchesInstances,
-    # ServesObjectStore, KnowsVcpuQuota, ResolvesImages), checked with isinstance by the
-    # *_of helpers.
+    # ServesObjectStore, KnowsVcpuQuota, ResolvesImages, ServesBoxMetadata), checked with
+    # isinstance by the *_of helpers.
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -377,6 +377,15 @@ class ResolvesImages(Protocol):
     None to boot the plan's image as it is."""
 
     def resolve_image(self, region: str, image: dict[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class ServesBoxMetadata(Protocol):
+    """Its instance metadata service as the box-side checkpoint agent reads it (base URL,
+    token headers, the paths of spot notices, role credentials and region): a JSON-serialisable
+    mapping, written next to the agent (orchestrator/boxside/)."""
+
+    box_metadata: dict[str, object]
 
 
 def instance_state_of(cloud: Cloud, region: str, instance_id: str) -> InstanceState | None:

@@ -5,9 +5,10 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     job.sh      the wrapper: runs setup, then the command, and writes `exit` last
     setup.sh    --setup, as the user wrote it (absent without --setup)
     cmd.sh      the command after `--`, each argument quoted
-    agent.py    the checkpoint agent (orchestrator/run/agent.py), with --store only
+    agent.py    the checkpoint agent (orchestrator/boxside/agent.py), with --store only
     env         --env values (export lines), mode 0600; deleted by the wrapper once read
-    box_s3.py   its S3 client (orchestrator/run/box_s3.py), next to it
+    box_s3.py   its S3 client (orchestrator/boxside/box_s3.py), next to it
+    metadata.json  each cloud's instance metadata service, for the agent (boxside.agent_files)
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch
     output.log  setup's and the command's stdout and stderr, appended
@@ -35,8 +36,8 @@ import base64
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
 
+from orchestrator.boxside import agent_files
 from orchestrator.run.spec import RunSpec, validate_run_id
 
 RUNS_DIR = ".orch/runs"  # under the login user's home
@@ -157,8 +158,8 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
     else:
         lines.append(f"rm -f {rd}/setup.sh")
     if agent_source is not None:
-        lines.append(_put(f"{rd}/agent.py", agent_source))
-        lines.append(_put(f"{rd}/box_s3.py", Path(__file__).with_name("box_s3.py").read_text()))
+        for name, text in agent_files(agent_source).items():
+            lines.append(_put(f"{rd}/{name}", text))
     # The absolute working directory: rsync's remote paths are relative to the login folder,
     # which need not be $HOME.
     lines.append(f'echo "prepared $HOME/{work_dir(spec)}"')

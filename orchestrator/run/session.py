@@ -92,7 +92,7 @@ class RunRequest:
 
 def _agent_source() -> str:
     # A module of this package (shipped in wheels too); the box runs it as a script.
-    return (Path(__file__).with_name("agent.py")).read_text()
+    return (Path(__file__).parents[1] / "boxside" / "agent.py").read_text()
 
 
 class Run:

@@ -1,4 +1,4 @@
-"""The checkpoint agent's S3 client (orchestrator/run/box_s3.py): SigV4 against AWS's published
+"""The checkpoint agent's S3 client (orchestrator/boxside/box_s3.py): SigV4 against AWS's published
 example and botocore's own signer, credentials from instance metadata (the stand-in,
 tests/sim/metadata.py), and multipart uploads against a real moto server over HTTP.
 """
@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.run import box_s3
-from orchestrator.run.agent import CLOUDS
+from orchestrator.boxside import box_s3, metadata_specs
 from tests.e2e.conftest import moto_server_process
 from tests.sim.metadata import MetadataService
 
 KEY, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+# Each cloud's metadata entry, as orch writes it next to the agent (the clouds supply them).
+CLOUDS = metadata_specs()
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +233,7 @@ def test_boto3_on_aliyun_takes_the_ram_role_from_the_metadata(
     moto_url, md, s3, bucket, monkeypatch
 ):
     """The OSS path (boto3) reads the instance RAM role too: no keys in the environment."""
-    from orchestrator.run.agent import Boto3Store
+    from orchestrator.boxside.agent import Boto3Store
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)

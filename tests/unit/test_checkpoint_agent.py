@@ -1,4 +1,4 @@
-"""The checkpoint agent (orchestrator/run/agent.py), run as the box runs it: a subprocess of its
+"""The checkpoint agent (orchestrator/boxside/agent.py), run as the box runs it: a subprocess of its
 own, against a real moto server over HTTP and the metadata stand-in (tests/sim/metadata.py).
 
 moto is a prerequisite (tests.support.require: skipped locally without it, fatal in CI).
@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,13 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.run import agent as agent_module
+from orchestrator import boxside
+from orchestrator.boxside import agent as agent_module
 from tests.e2e.conftest import free_port, moto_server_process
 from tests.sim.metadata import MetadataService
 from tests.support import require
 
 REPO = Path(__file__).resolve().parents[2]
-AGENT = REPO / "orchestrator" / "run" / "agent.py"
+# The agent as orch ships it to a box: agent.py, box_s3.py and metadata.json in one folder.
+AGENT = boxside.ship(Path(tempfile.mkdtemp(prefix="orch-agent-")))
 PREFIX = "jobs/run-1"
 NO_CLIENT = "no S3 client on this box"
 

@@ -40,6 +40,8 @@ LAYERS: list[tuple[str, ...]] = [
         "orchestrator.provision",
         "orchestrator.check",
         "orchestrator.ci_runner",
+        # Code that runs on the box, and the files orch ships with it (the clouds' metadata).
+        "orchestrator.boxside",
     ),
     # A job on a box, a pool of boxes, and the sweeper (which reads pool records): they use
     # provision, check and the clouds.

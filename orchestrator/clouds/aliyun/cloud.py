@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clouds.aliyun.box_metadata import BOX_METADATA
 from orchestrator.clouds.base import (
     BOX_TAG,
     AgentTransport,
@@ -44,6 +45,7 @@ class AliyunCloud:
     title = "Aliyun"
     reserved_tag_prefixes = ("acs:", "aliyun")  # ECS rejects tag keys starting with these
     agent_via = "cloud-assistant"
+    box_metadata = BOX_METADATA  # its instance metadata service, for the box-side agent
     # Plan rules (orchestrator/plan_validate.py): region ids (cn-hangzhou, ap-southeast-1),
     # the ECS system disk's 2048 GiB limit (smaller than 20 GiB is raised to 20 at render).
     region_re = re.compile(r"[a-z]{2}-[a-z]+(-[0-9]{1,2})?")

@@ -7,7 +7,7 @@
     terraform.py  box request -> terraform/modules/aws_gpu variables, runtime env
     tags.py       resources by orch:box tag;  cleanup.py  deleting them in order
     state.py      DescribeInstances: an instance's state now, spot reclaims (`orch run`)
-    agent.py      SSM Run Command (`orch check --via ssm`)
+    ssm.py        SSM Run Command (`orch check --via ssm`)
 
 Prices are the shipped snapshot (catalog/data/aws.toml); zones with stock: EC2 has no stock
 API, so failover relies on the capacity codes in errors.py. Nothing here imports boto3 at
@@ -33,7 +33,7 @@ _EXPORTS = {
         "list_tagged_resources",
     ),
     "cleanup": ("terminate_instances", "delete_security_group", "delete_key_pair", "delete_tagged"),
-    "agent": ("run_ssm_command", "SsmTransport"),
+    "ssm": ("run_ssm_command", "SsmTransport"),
     "state": ("instance_state", "SPOT_RECLAIM_CODES"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

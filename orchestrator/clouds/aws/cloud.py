@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clouds.aws.box_metadata import BOX_METADATA
 from orchestrator.clouds.base import (
     AgentTransport,
     BoxRequest,
@@ -32,6 +33,7 @@ class AwsCloud:
     title = "AWS"
     reserved_tag_prefixes = ("aws:",)  # EC2 rejects tag keys starting with aws:
     agent_via = "ssm"
+    box_metadata = BOX_METADATA  # its instance metadata service, for the box-side agent
     # Plan rules (orchestrator/plan_validate.py): EC2 region names, gp3's 16 TiB limit, AMI ids.
     region_re = re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}")
     root_volume_gib_max = 16384
@@ -125,6 +127,6 @@ class AwsCloud:
         return vcpu_quota(region, instance_type, spot)
 
     def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
-        from orchestrator.clouds.aws.agent import SsmTransport
+        from orchestrator.clouds.aws.ssm import SsmTransport
 
         return SsmTransport(instance_id, region)

@@ -1,13 +1,14 @@
 """The checkpoint agent's S3 client: standard library only, runs ON the box next to agent.py.
 
-orch copies this file next to agent.py (orchestrator/run/remote.py); the agent imports it as
+orch copies this file next to agent.py (orchestrator/boxside/__init__.py); the agent imports it as
 `box_s3`. Python 3.8 syntax and APIs; it imports nothing from `orchestrator`. A stock image
 needs no boto3 and no keys: credentials come from the box's own identity.
 
 Credentials, first found wins (the order of the AWS SDKs' default chain):
   1. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) in the environment;
   2. the instance metadata service, with a session token (both clouds' boxes require one), as
-     the metadata spec agent.py passes in (`CLOUDS`: base URL, token headers, paths, key names)
+     the metadata spec agent.py passes in (its cloud's entry of metadata.json, supplied by
+     orchestrator/clouds/*/box_metadata.py: base URL, token headers, paths, key names)
      describes it:
      - AWS (IMDSv2): GET /latest/meta-data/iam/security-credentials/ names the instance
        profile's role, GET .../ROLE answers {"AccessKeyId", "SecretAccessKey", "Token",
@@ -91,7 +92,8 @@ class MetadataSession:
     """GETs from one cloud's instance metadata service with a session token (refreshed).
 
     `spec`: {"base", "ttl_header", "token_header"} (and, for credentials, "credentials_path",
-    "region_path", "credential_keys"): one entry of agent.py's CLOUDS."""
+    "region_path", "credential_keys"): one cloud's entry of metadata.json
+    (orchestrator/clouds/*/box_metadata.py)."""
 
     def __init__(self, spec: dict, base: str | None = None) -> None:
         self.spec = spec

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """orch's checkpoint agent: runs ON the GPU box, next to the user's training command.
 
-orch copies this file and its S3 client (box_s3.py, next to it) to the box and runs it with the
-box's own `python3`: the standard library only (Python 3.8 syntax and APIs). It imports nothing
-from `orchestrator`. Alibaba OSS endpoints still go through boto3, or else the `aws` CLI.
+orch copies this file, its S3 client (box_s3.py) and metadata.json (each cloud's instance
+metadata service, as the clouds supply it) into one folder on the box (orchestrator/boxside/)
+and runs it with the box's own `python3`: the standard library only (Python 3.8 syntax and
+APIs). It imports nothing from `orchestrator`. Alibaba OSS endpoints still go through boto3,
+or else the `aws` CLI.
 
     agent.py restore --dir DIR --store s3://BUCKET/PREFIX
     agent.py upload  --dir DIR --store s3://BUCKET/PREFIX
@@ -55,8 +57,8 @@ from urllib.parse import urlsplit
 
 try:  # on the box: box_s3.py lies next to this file (the script's folder is on sys.path)
     import box_s3
-except ImportError:  # imported as orchestrator.run.agent (orch's own tests)
-    from orchestrator.run import box_s3
+except ImportError:  # imported as orchestrator.boxside.agent (orch's own tests)
+    from orchestrator.boxside import box_s3
 
 LOG = "orch-agent:"
 SEQ_WIDTH = 8
@@ -74,48 +76,24 @@ TMP_PREFIX = ".orch-agent-tmp-"
 MAX_INT64 = 2**63 - 1
 HASH_CHUNK = 1 << 20
 
-# Spot interruption notices, read from inside the instance with a session token:
-# - AWS (IMDSv2): PUT /latest/api/token with X-aws-ec2-metadata-token-ttl-seconds (1-21600),
-#   then GET /latest/meta-data/spot/instance-action with X-aws-ec2-metadata-token: 404 without
-#   a notice, 200 {"action": "terminate"|"stop"|"hibernate", "time": "...Z"} with one; 401 when
-#   the token is missing, invalid or expired.
-#   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
-#   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html
-# - Alibaba Cloud: GET /latest/meta-data/instance/spot/termination-time: 404 while the instance
-#   is not being reclaimed, 200 with a UTC time ("2015-01-05T18:02:00Z") once it is. orch's boxes
-#   allow metadata only in security hardening mode (http_tokens = "required"), whose token comes
-#   from PUT /latest/api/token with X-aliyun-ecs-metadata-token-ttl-seconds (1-21600) and goes
-#   in X-aliyun-ecs-metadata-token.
-#   https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata
-#   https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances
-# - AWS rebalance recommendation: GET /latest/meta-data/events/recommendations/rebalance: 404
-#   until EC2 sees the spot instance at elevated risk of interruption, then 200
-#   {"noticeTime": "...Z"}; it can come well before the two-minute notice, so the agent
-#   checkpoints at once when it appears (Alibaba Cloud has no such signal).
-#   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html
-CLOUDS = {
-    "aws": {
-        "base": "http://169.254.169.254",
-        "ttl_header": "X-aws-ec2-metadata-token-ttl-seconds",
-        "token_header": "X-aws-ec2-metadata-token",
-        "notice_path": "/latest/meta-data/spot/instance-action",
-        "rebalance_path": "/latest/meta-data/events/recommendations/rebalance",
-        # The instance profile's role credentials (box_s3.py cites the references).
-        "credentials_path": "/latest/meta-data/iam/security-credentials/",
-        "credential_keys": ("AccessKeyId", "SecretAccessKey", "Token"),
-        "region_path": "/latest/meta-data/placement/region",
-    },
-    "aliyun": {
-        "base": "http://100.100.100.200",
-        "ttl_header": "X-aliyun-ecs-metadata-token-ttl-seconds",
-        "token_header": "X-aliyun-ecs-metadata-token",
-        "notice_path": "/latest/meta-data/instance/spot/termination-time",
-        # The instance RAM role's STS credentials.
-        "credentials_path": "/latest/meta-data/ram/security-credentials/",
-        "credential_keys": ("AccessKeyId", "AccessKeySecret", "SecurityToken"),
-        "region_path": "/latest/meta-data/region-id",
-    },
-}
+# Each cloud's instance metadata service (base URL, token headers, the paths of spot notices,
+# role credentials and region, with the references they follow) is supplied by the cloud
+# itself (orchestrator/clouds/*/box_metadata.py): orch writes every cloud's entry to
+# metadata.json next to this file (orchestrator/boxside/__init__.py), and --cloud picks one.
+METADATA_FILE = "metadata.json"
+
+
+def cloud_specs() -> dict:
+    """Every cloud's metadata entry, from metadata.json next to this file."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), METADATA_FILE)
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def cloud_spec(cloud: str) -> dict:
+    """One cloud's metadata entry: "base", "ttl_header", "token_header", "notice_path",
+    "credentials_path", "credential_keys", "region_path" (and "rebalance_path" on AWS)."""
+    return cloud_specs()[cloud]
 
 
 StoreError = box_s3.StoreError  # an object storage request failed
@@ -424,7 +402,7 @@ def open_store(bucket: str, cloud: str = "aws"):  # noqa: ANN201 - an S3Store, B
     if not choice:
         choice = "boto3" if is_oss(box_s3.store_endpoint(os.environ)) else "builtin"
     if choice == "builtin":
-        return box_s3.S3Store(bucket, CLOUDS[cloud])
+        return box_s3.S3Store(bucket, cloud_spec(cloud))
     if choice == "boto3":
         try:
             import boto3  # noqa: F401
@@ -432,7 +410,7 @@ def open_store(bucket: str, cloud: str = "aws"):  # noqa: ANN201 - an S3Store, B
             choice = "cli"
         else:
             # boto3 finds an EC2 instance profile by itself; an ECS RAM role it needs shown.
-            return Boto3Store(bucket, CLOUDS[cloud] if cloud == "aliyun" else None)
+            return Boto3Store(bucket, cloud_spec(cloud) if cloud == "aliyun" else None)
     aws = shutil.which("aws")
     if aws is None:
         raise NoClient(
@@ -729,7 +707,7 @@ class Metadata:
 
     def __init__(self, cloud: str, base: str | None = None) -> None:
         self.cloud = cloud
-        self.spec = CLOUDS[cloud]
+        self.spec = cloud_spec(cloud)
         self.session = box_s3.MetadataSession(self.spec, base)
         self.last_error = ""
 
@@ -985,7 +963,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         command.add_argument("--dir", required=True)
         command.add_argument("--store", required=True, help="s3://BUCKET/PREFIX")
         # Which metadata service holds the box's credentials (and, for watch, its notices).
-        command.add_argument("--cloud", choices=sorted(CLOUDS), default="aws")
+        command.add_argument("--cloud", choices=sorted(cloud_specs()), default="aws")
     watch = commands.choices["watch"]
     watch.add_argument("--interval", type=positive, required=True)
     watch.add_argument("--state-dir", required=True)
