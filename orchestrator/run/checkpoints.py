@@ -1,9 +1,9 @@
 """How the checkpoint agent ended on the box, and what that means for the run's exit status.
 
-The wrapper (remote.JOB_SH) stops the agent when the command ends and writes the agent's exit
-status to `agent.exit` in the run folder; the agent writes `agent.json` (final_upload ok or
-failed, the last checkpoint it committed, the last storage error). A run with checkpoints
-whose final upload failed has lost the job's last state: it never exits 0.
+The wrapper (boxside.wrapper.JOB_SH) stops the agent when the command ends and writes the
+agent's exit status to `agent.exit` in the run folder; the agent writes `agent.json`
+(final_upload ok or failed, the last checkpoint it committed, the last storage error). A run
+with checkpoints whose final upload failed has lost the job's last state: it never exits 0.
 """
 
 from __future__ import annotations
