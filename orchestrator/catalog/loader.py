@@ -259,7 +259,9 @@ def find_instance(cloud: str, name: str) -> InstanceType:
 
 def price_of(cloud: str, instance_type: str, region: str, spot: bool = False) -> float | None:
     """The catalog's hourly price of `instance_type` in `region` (the price overlay included);
-    None when the catalog does not know it. The one lookup `orch run` prices with."""
+    None when the catalog does not know it. The by-name form of `InstanceType.price`, the one
+    price lookup: plan ranks (sizing/select.py, planning.py) with `InstanceType.price`, `orch
+    run` prices its on-demand fallbacks with this, and a pool keeps the prices of its plan."""
     from orchestrator.errors import OrchError
 
     try:

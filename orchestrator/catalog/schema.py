@@ -75,6 +75,8 @@ class InstanceType:
         return region not in self.unverified_prices
 
     def price(self, region: str, spot: bool = False) -> float | None:
+        """The hourly price in `region` (None: not offered there or unpriced): the one price
+        lookup of plan, run (through `loader.price_of`) and pool (its plan's prices)."""
         price = self.prices.get(region)
         if price is None:
             return None

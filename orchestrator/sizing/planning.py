@@ -141,7 +141,7 @@ def multi_node_hint(job: JobSpec, options: PlanOptions) -> str | None:
         ):
             continue
         hourly = min(
-            (p.on_demand for p in instance.prices.values() if p.on_demand is not None),
+            (p for r in instance.prices if (p := instance.price(r)) is not None),
             default=math.inf,
         )
         for nodes in NODE_COUNTS:
