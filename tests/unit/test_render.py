@@ -58,16 +58,50 @@ def request(**changes: object) -> RenderRequest:
     return RenderRequest(**values)  # type: ignore[arg-type]
 
 
+# One golden root module per cloud; main.tf holds BACKEND_MARK where each backend kind's block
+# (golden/<cloud>/backends/<kind>.tf) goes.
+BACKEND_MARK = "@BACKEND@\n"
+BACKEND_BLOCK = re.compile(r'(?m)^(  #[^\n]*\n)?  backend "[a-z0-9]+" \{\n(    [^\n]*\n)*  \}\n')
+
+
+def golden_files(cloud: str, backend: str) -> dict[str, Path]:
+    """Rendered file name -> its golden file (main.tf: the shared one, backend block apart)."""
+    folder = GOLDEN / cloud
+    return {n: folder / n for n in ("main.tf", "variables.tf", "outputs.tf")} | {
+        "backend": folder / "backends" / f"{backend}.tf"
+    }
+
+
+def golden_text(cloud: str, backend: str, name: str) -> str:
+    files = golden_files(cloud, backend)
+    text = files[name].read_text()
+    if name == "main.tf":
+        text = text.replace(BACKEND_MARK, files["backend"].read_text())
+    return text
+
+
+def update_golden(cloud: str, backend: str, rendered: dict[str, str]) -> None:
+    files = golden_files(cloud, backend)
+    for name, text in rendered.items():
+        if name == "main.tf":
+            block = BACKEND_BLOCK.search(text)
+            assert block, "main.tf has no backend block"
+            files["backend"].parent.mkdir(parents=True, exist_ok=True)
+            files["backend"].write_text(block.group(0))
+            text = text[: block.start()] + BACKEND_MARK + text[block.end() :]
+        files[name].parent.mkdir(parents=True, exist_ok=True)
+        files[name].write_text(text)
+
+
 @pytest.mark.parametrize("backend", ["local", "s3"])
 def test_rendered_hcl_matches_golden_files(backend):
     rendered = render_hcl("aws", backend)
-    folder = GOLDEN / "aws" / backend
+    if os.environ.get("UPDATE_GOLDEN"):
+        update_golden("aws", backend, rendered)
     for name, text in rendered.items():
-        golden = folder / name
-        if os.environ.get("UPDATE_GOLDEN"):
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(text)
-        assert text == golden.read_text(), f"{golden} differs (UPDATE_GOLDEN=1 to refresh)"
+        golden = golden_files("aws", backend)[name]
+        expected = golden_text("aws", backend, name)
+        assert text == expected, f"{golden} differs (UPDATE_GOLDEN=1 to refresh)"
 
 
 def test_backend_blocks():
