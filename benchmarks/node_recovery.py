@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.up_overhead import CIDR, candidate, find_mirror, moto_env, start_moto  # noqa: E402
-from orchestrator.clouds.base import InstanceState  # noqa: E402
+from orchestrator.clouds.values import InstanceState  # noqa: E402
 from orchestrator.plan import Plan  # noqa: E402
 from orchestrator.provision import teardown  # noqa: E402
 from orchestrator.provision.request import build_request  # noqa: E402

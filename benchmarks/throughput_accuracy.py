@@ -25,9 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.catalog import load_gpus, load_measurements  # noqa: E402
-from orchestrator.catalog.interconnect import (  # noqa: E402
+from orchestrator.catalog import load_gpus  # noqa: E402
+from orchestrator.catalog.measurements import (  # noqa: E402
     load_llm_measurements,
+    load_measurements,
     load_single_gpu_runs,
 )
 from orchestrator.sizing import throughput as tp  # noqa: E402

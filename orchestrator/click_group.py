@@ -8,6 +8,7 @@ here.
 
 from __future__ import annotations
 
+import gc
 import importlib
 from typing import Any
 
@@ -35,6 +36,10 @@ def click_command(command: CommandSpec) -> click.Command:
 
 
 class LazyGroup(click.Group):
+    # True when `orch` started with the garbage collector paused (cli.entry): it is turned back
+    # on once the command's modules are loaded, with what they made frozen out of collections.
+    collector_paused = False
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -50,6 +55,10 @@ class LazyGroup(click.Group):
                 return None  # command not built yet
             raise
         command = getattr(module, attribute)
+        if LazyGroup.collector_paused:
+            LazyGroup.collector_paused = False
+            gc.freeze()
+            gc.enable()
         if isinstance(command, CommandSpec):
             return click_command(command)
         return command
@@ -78,9 +87,11 @@ def cli() -> None:
     """
 
 
-def run_click(args: list[str]) -> int:
+def run_click(args: list[str], collector_paused: bool = False) -> int:
     """Run `orch ARGS` through click; click's own failures become one line and a status.
-    Other exceptions (OrchError, OSError, ...) are the caller's to report."""
+    Other exceptions (OrchError, OSError, ...) are the caller's to report. `collector_paused`:
+    the caller paused the garbage collector for start-up; the command turns it back on."""
+    LazyGroup.collector_paused = collector_paused
     try:
         result = cli.main(args=args, prog_name="orch", standalone_mode=False)
     except click.exceptions.Abort:

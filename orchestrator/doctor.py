@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator import clouds
-from orchestrator.clouds.base import vcpu_quota_of
+from orchestrator.clouds.registry import vcpu_quota_of
 from orchestrator.errors import OrchError
 from orchestrator.plan import Candidate
 

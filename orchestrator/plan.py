@@ -45,6 +45,8 @@ MAX_NODES = 64  # the most boxes one cluster candidate may have (issue 24)
 
 @dataclass(slots=True)
 class Candidate:
+    """One ranked launch option: a cloud, region, instance type and market, priced and sized."""
+
     cloud: str
     region: str
     instance_type: str
@@ -105,6 +107,8 @@ class Candidate:
 
 @dataclass(slots=True)
 class Plan:
+    """A plan file: the job, its estimate, the chosen candidate and the ranked alternatives."""
+
     job: dict[str, Any]
     estimate: dict[str, Any]
     choice: Candidate

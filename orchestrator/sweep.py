@@ -22,12 +22,12 @@ from orchestrator.clouds.base import (
     EXPIRES_TAG,
     POOL_STORE_TAG,
     POOL_TAG,
-    Cloud,
     ErrorKind,
     NoCredentials,
-    TaggedResource,
     retry_while,
 )
+from orchestrator.clouds.registry import Cloud
+from orchestrator.clouds.values import TaggedResource
 from orchestrator.errors import OrchError, UsageError
 
 ALL = "any"  # `orch sweep --cloud any`: every registered cloud

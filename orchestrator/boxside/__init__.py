@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.clouds.base import ServesBoxMetadata, all_clouds
+from orchestrator.clouds.registry import ServesBoxMetadata, all_clouds
 
 HERE = Path(__file__).parent
 AGENT = HERE / "agent.py"

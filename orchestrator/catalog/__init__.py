@@ -6,7 +6,9 @@ Public API (other modules import only these):
     find_instance(cloud: str, name: str) -> InstanceType
     load_models() -> dict[str, ModelEntry]              keyed by canonical model name ("bert-large")
     find_model(name: str) -> ModelEntry                 accepts aliases; UsageError with close names
-    load_measurements() -> list[ThroughputMeasurement]  published throughput, for calibration
+
+The throughput measurements that calibrate the throughput model are in
+`orchestrator.catalog.measurements` (loaded only when calibrating).
 """
 
 from orchestrator.catalog.loader import (
@@ -14,7 +16,6 @@ from orchestrator.catalog.loader import (
     find_model,
     load_gpus,
     load_instances,
-    load_measurements,
     load_models,
 )
 from orchestrator.catalog.schema import (
@@ -23,7 +24,6 @@ from orchestrator.catalog.schema import (
     ModelEntry,
     Price,
     Source,
-    ThroughputMeasurement,
 )
 
 __all__ = [
@@ -32,11 +32,9 @@ __all__ = [
     "ModelEntry",
     "Price",
     "Source",
-    "ThroughputMeasurement",
     "find_instance",
     "find_model",
     "load_gpus",
     "load_instances",
-    "load_measurements",
     "load_models",
 ]

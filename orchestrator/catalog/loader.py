@@ -3,9 +3,9 @@
 Each file is parsed once per process (functools.cache, an unbounded lru_cache) with the
 stdlib `tomllib`. A file may declare shared sources in a top-level `[sources]` table; an entry
 then names one by key (`source = "aws-g5"`) instead of repeating the URL and date. Every fact
-must end up with a `Source` that has a URL and an ISO date; `validate_catalog()` checks that
-and the cross-file references (every instance's GPU exists, every measurement's GPU and model
-exist).
+must end up with a `Source` that has a URL and an ISO date; `validate.validate_catalog()`
+checks that and the cross-file references (every instance's GPU exists, every measurement's GPU
+and model exist).
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ from orchestrator.catalog.schema import (
     ModelEntry,
     Price,
     Source,
-    ThroughputMeasurement,
 )
 from orchestrator.catalog.toml_cache import read_toml_cached
 from orchestrator.clouds import names as cloud_names
-from orchestrator.clouds.base import catalog_file
+from orchestrator.clouds.registry import catalog_file
 from orchestrator.errors import OrchError, UsageError
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -110,44 +109,6 @@ def load_gpus() -> dict[str, Gpu]:
             raise CatalogError(f"{where}: duplicate GPU name")
         gpus[gpu.name] = gpu
     return gpus
-
-
-@cache
-def _measurements() -> tuple[ThroughputMeasurement, ...]:
-    data = _read("gpus.toml")
-    shared = data.get("sources", {})
-    rows = []
-    for index, raw in enumerate(data.get("measurement", [])):
-        where = f"gpus.toml measurement #{index + 1} ({raw.get('gpu')}, {raw.get('model')})"
-        rows.append(
-            ThroughputMeasurement(
-                gpu=raw["gpu"],
-                precision=raw["precision"],
-                model=raw["model"],
-                seq=int(raw.get("seq", 0)),
-                batch=int(raw["batch"]),
-                samples_per_s=float(raw["samples_per_s"]),
-                gpus_measured=int(raw.get("gpus_measured", 1)),
-                source=_source(raw.get("source"), shared, where),
-                image_size=int(raw.get("image_size", 0)),
-                note=raw.get("note", ""),
-                memory_format=raw.get("memory_format", ""),
-                optimizer=raw.get("optimizer", ""),
-                accumulation=int(raw.get("accumulation", 1)),
-            )
-        )
-        if rows[-1].optimizer not in ("", "fused", "eager"):
-            raise CatalogError(f"{where}: optimizer must be 'fused' or 'eager'")
-        if rows[-1].accumulation < 1:
-            raise CatalogError(f"{where}: accumulation must be at least 1")
-        if rows[-1].memory_format not in ("", "channels-last"):
-            raise CatalogError(f"{where}: memory_format must be 'channels-last' or absent")
-    return tuple(rows)
-
-
-def load_measurements() -> list[ThroughputMeasurement]:
-    """Published measured training throughput (per GPU), for calibrating the throughput model."""
-    return list(_measurements())
 
 
 # ------------------------------------------------------------------------------- instances
@@ -328,68 +289,7 @@ def find_model(name: str) -> ModelEntry:
     raise UsageError(f"unknown model {name!r}", hint=hint)
 
 
-# ------------------------------------------------------------------------------ validation
-
-
-def validate_catalog() -> list[str]:
-    """Check the whole catalog; return a list of problems (empty when the data is sound).
-
-    Loading already rejects a missing or malformed source; this adds the checks that span
-    entries and files.
-    """
-    problems: list[str] = []
-    gpus = load_gpus()
-    models = load_models()
-    for gpu in gpus.values():
-        if gpu.memory_gib <= 0 or gpu.memory_bandwidth_gbps <= 0:
-            problems.append(f"GPU {gpu.name}: memory and bandwidth must be positive")
-        for key in (*gpu.peak_tflops, *gpu.efficiency):
-            if key not in PRECISION_KEYS:
-                problems.append(f"GPU {gpu.name}: unknown precision key {key!r}")
-        if any(v <= 0 for v in gpu.peak_tflops.values()):
-            problems.append(f"GPU {gpu.name}: peak TFLOPS must be positive")
-        if any(not 0 < v <= 1 for v in gpu.efficiency.values()):
-            problems.append(f"GPU {gpu.name}: efficiency must be a fraction in (0, 1]")
-        if not set(gpu.efficiency) <= set(gpu.peak_tflops):
-            problems.append(f"GPU {gpu.name}: efficiency given for a precision without a peak")
-    seen: set[tuple[str, str]] = set()
-    for row in load_instances():
-        label = f"{row.cloud} {row.name}"
-        if (row.cloud, row.name) in seen:
-            problems.append(f"{label}: listed twice")
-        seen.add((row.cloud, row.name))
-        if row.gpu not in gpus:
-            problems.append(f"{label}: unknown GPU {row.gpu!r}")
-        if row.gpu_count < 1 or row.vcpus < 1 or row.memory_gib <= 0:
-            problems.append(f"{label}: GPU count, vCPUs and memory must be positive")
-        if row.legacy and not row.legacy_note:
-            problems.append(f"{label}: legacy without a legacy_note")
-        for region, price in row.prices.items():
-            for value in (price.on_demand, price.spot):
-                if value is not None and value <= 0:
-                    problems.append(f"{label} {region}: prices must be positive")
-            if price.on_demand is None and price.spot is None:
-                problems.append(f"{label} {region}: price entry with no price")
-    for m in load_measurements():
-        label = f"measurement {m.gpu} {m.model}"
-        if m.gpu not in gpus:
-            problems.append(f"{label}: unknown GPU")
-        try:
-            find_model(m.model)
-        except UsageError:
-            problems.append(f"{label}: unknown model")
-        if m.precision not in MEASUREMENT_PRECISIONS:
-            problems.append(f"{label}: unknown precision {m.precision!r}")
-        if m.samples_per_s <= 0 or m.batch < 1 or m.gpus_measured < 1:
-            problems.append(f"{label}: throughput, batch and GPU count must be positive")
-    for entry in models.values():
-        if "model_type" not in entry.config:
-            problems.append(f"model {entry.name}: config lacks model_type")
-    _model_index()  # raises on a name claimed by two models
-    return problems
-
-
 def clear_cache() -> None:
     """Forget parsed files (for tests that point DATA_DIR elsewhere)."""
-    for cached in (_read, load_gpus, _measurements, _all_instances, load_models, _model_index):
+    for cached in (_read, load_gpus, _all_instances, load_models, _model_index):
         cached.cache_clear()

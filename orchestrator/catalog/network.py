@@ -14,6 +14,8 @@ FABRICS = ("efa", "tcp")
 
 @dataclass(frozen=True, slots=True)
 class NodeNetwork:
+    """What one node of a cluster can send to the others: bandwidth and fabric."""
+
     gbps: float  # fixed network bandwidth each way, Gbit/s
     fabric: str  # "efa" (GPUDirect RDMA through aws-ofi-nccl) | "tcp" (NCCL sockets)
     source: Source

@@ -35,6 +35,7 @@ from orchestrator.errors import OrchError
 
 MARKETS = ("on_demand", "spot")
 
+
 class OverlayEntry(NamedTuple):
     """One instance type's price in one region, as an API reported it on `date`."""
 

@@ -20,6 +20,8 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
+    """A GPU model's specifications and calibrated efficiency, with their sources."""
+
     name: str  # canonical: "T4", "V100-16GB", "V100-32GB", "A10", "A10G", "L4", "A100-40GB", ...
     memory_gib: float  # marketing memory (e.g. 16 for T4); nvidia-smi reports a little less
     # Dense (no sparsity) peak TFLOPS by precision key: "fp32", "tf32", "fp16", "bf16".
@@ -50,6 +52,8 @@ class Price:
 
 @dataclass(frozen=True, slots=True)
 class InstanceType:
+    """One cloud instance type: its GPUs, CPU, memory, network and prices per region."""
+
     cloud: str  # a registered cloud name (orchestrator.clouds.names())
     name: str  # exact API name: "g5.xlarge", "ecs.gn7i-c8g1.2xlarge"
     family: str  # "g5", "gn7i"
@@ -85,6 +89,8 @@ class InstanceType:
 
 @dataclass(frozen=True, slots=True)
 class ModelEntry:
+    """A catalog model: its Hugging Face style config, names and source."""
+
     name: str  # canonical catalog name: "bert-large-uncased"
     aliases: tuple[str, ...]  # other accepted names: "bert-large"
     # A Hugging Face style config dict (model_type, hidden_size, num_hidden_layers, ...,
@@ -94,34 +100,3 @@ class ModelEntry:
     parameters: int | None = None  # published parameter count, for cross-checking only
     description: str = ""
     tags: tuple[str, ...] = field(default=())
-
-
-@dataclass(frozen=True, slots=True)
-class ThroughputMeasurement:
-    """A published, measured training throughput used to calibrate the throughput model.
-
-    `samples_per_s` is per GPU. `model` is a catalog model name; the job shape is given by
-    `seq` (tokens per sample; 0 for vision), `image_size` (vision) and `batch` (per GPU).
-
-    `optimizer` is how the run's optimizer step was implemented, when the model accounts
-    for it (orchestrator/sizing/throughput.py, OptimizerStep): "fused" (one
-    pass over parameters, gradients and states: apex FusedAdam/FusedLAMB, torch fused=True)
-    or "eager" (a Python loop of elementwise ops per parameter tensor: DeepLearningExamples'
-    BertAdam). Empty: not recorded, the step's cost stays inside the calibrated utilisation
-    (as for every row before optimizers were modelled). `accumulation` is micro-batches per
-    optimizer step (1: a step every micro-batch).
-    """
-
-    gpu: str
-    precision: str  # "fp32" | "amp-fp16" | "amp-bf16" | "tf32" (fp32 math on tensor cores)
-    model: str
-    seq: int
-    batch: int
-    samples_per_s: float
-    gpus_measured: int
-    source: Source
-    image_size: int = 0
-    note: str = ""
-    memory_format: str = ""  # CNNs: "channels-last" (NHWC); empty is PyTorch's NCHW default
-    optimizer: str = ""  # "" (not modelled) | "fused" | "eager"
-    accumulation: int = 1  # micro-batches per optimizer step

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import clouds
-from orchestrator.clouds.base import CommandResult, Unreachable
+from orchestrator.clouds.base import Unreachable
+from orchestrator.clouds.values import CommandResult
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_FAILURE, OrchError, UsageError
 
 if TYPE_CHECKING:

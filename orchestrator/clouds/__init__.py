@@ -1,20 +1,16 @@
-"""Clouds: one package per cloud behind `orchestrator.clouds.base.Cloud`, found by name.
+"""Clouds: one package per cloud behind `orchestrator.clouds.registry.Cloud`, found by name.
 
     from orchestrator import clouds
     cloud = clouds.get(box.cloud)      # never `if cloud == ...`
 
 The built-in clouds are registered here by reference only: their modules (and SDKs) load when
-a command first asks for them. See docs/adding-a-cloud.md.
+a command first asks for them. See docs/adding-a-cloud.md. The values of online calls are in
+`orchestrator.clouds.values` (not loaded by offline commands).
 """
 
-from orchestrator.clouds.base import (
+from orchestrator.clouds.base import CloudError, ErrorKind
+from orchestrator.clouds.registry import (
     Cloud,
-    CloudError,
-    CommandResult,
-    ErrorKind,
-    InstanceState,
-    ObjectStore,
-    TaggedResource,
     all_clouds,
     check_name,
     get,
@@ -32,11 +28,7 @@ register("aliyun", "orchestrator.clouds.aliyun.cloud:AliyunCloud")
 __all__ = [
     "Cloud",
     "CloudError",
-    "CommandResult",
     "ErrorKind",
-    "InstanceState",
-    "ObjectStore",
-    "TaggedResource",
     "all_clouds",
     "check_name",
     "get",

@@ -75,7 +75,8 @@ def run_plan(
     levers = cheaper_if(job, options, ranking)
     result.cheaper_if = [lever.to_dict() for lever in levers]
     result.source = job_file_source()
-    result.scaling = node_scaling(job, options, result.choice)
+    if output or as_json:  # the table does not show it
+        result.scaling = node_scaling(job, options, result.choice)
     if output:
         write_plan(result, output)
     if as_json:

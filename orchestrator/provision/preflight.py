@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from orchestrator import clouds
-from orchestrator.clouds.base import Credentials
+from orchestrator.clouds.values import Credentials
 from orchestrator.errors import UsageError
 from orchestrator.plan import Plan
 

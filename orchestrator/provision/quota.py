@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator import clouds
-from orchestrator.clouds.base import VcpuQuota, vcpu_quota_of
+from orchestrator.clouds.registry import vcpu_quota_of
+from orchestrator.clouds.values import VcpuQuota
 from orchestrator.errors import OrchError
 from orchestrator.plan import Candidate
 

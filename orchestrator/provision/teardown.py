@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator import clouds
+from orchestrator.clouds.values import TaggedResource
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision import ssh_alias, state_backend
 from orchestrator.provision.boxes import (
@@ -135,7 +136,7 @@ def _end_on_cloud_truth(box: Box, destroy_error: str | None) -> None:
         )
 
 
-def _shown(resources: list[clouds.TaggedResource]) -> str:
+def _shown(resources: list[TaggedResource]) -> str:
     shown = ", ".join(f"{r.kind} {r.id}" for r in resources[:5])
     return shown + (f" and {len(resources) - 5} more" if len(resources) > 5 else "")
 

@@ -25,7 +25,8 @@ from typing import BinaryIO, TypeVar
 
 from orchestrator import clouds
 from orchestrator.check.transport import SshTransport, Unreachable
-from orchestrator.clouds.base import CloudError, InstanceState
+from orchestrator.clouds.base import CloudError
+from orchestrator.clouds.values import InstanceState
 from orchestrator.errors import EXIT_FAILURE, OrchError
 from orchestrator.provision.boxes import Box
 from orchestrator.provision.cluster import ClusterNode

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from orchestrator.catalog.loader import price_of
-from orchestrator.clouds.base import InstanceState
+from orchestrator.clouds.values import InstanceState
 from orchestrator.errors import OrchError
 from orchestrator.plan import Candidate, Plan
 

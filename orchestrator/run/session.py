@@ -20,7 +20,8 @@ from typing import Any, BinaryIO
 
 from orchestrator import clouds
 from orchestrator.catalog.loader import price_of
-from orchestrator.clouds.base import CloudError, InstanceState
+from orchestrator.clouds.base import CloudError
+from orchestrator.clouds.values import InstanceState
 from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
 from orchestrator.provision import launch, teardown

@@ -17,7 +17,7 @@ from orchestrator.check.transport import (
     sleep_until,
     transport_for_box,
 )
-from orchestrator.clouds.base import CommandResult
+from orchestrator.clouds.values import CommandResult
 from orchestrator.errors import OrchError
 from orchestrator.provision.boxes import Box
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from orchestrator import clouds
-from orchestrator.clouds.base import CloudError, InstanceState
+from orchestrator.clouds.base import CloudError
+from orchestrator.clouds.values import InstanceState
 from orchestrator.provision.boxes import Box
 
 Say = Callable[[str], None]

@@ -4,10 +4,14 @@ CLIP/SigLIP (docs/memory-model.md)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from orchestrator.sizing.activation_layers import Dtypes, layer_bytes, stack_tail_bytes
-from orchestrator.sizing.architectures import Architecture, ConvNeXt, ResNet
+from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
+
+if TYPE_CHECKING:
+    from orchestrator.sizing.architectures.cnn import ConvNeXt, ResNet
 
 Saved = tuple[float, float]  # (saved at the end of the forward, one block recomputed in backward)
 

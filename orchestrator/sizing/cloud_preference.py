@@ -23,6 +23,8 @@ PREFERRED, OTHER_REGION, NO_CREDENTIALS = 0, 1, 2
 
 @dataclass(frozen=True, slots=True)
 class CloudPreference:
+    """What this machine has set up per cloud, and whether the user chose a region."""
+
     setups: dict[str, LocalSetup]
     region_given: bool  # --region: the user chose the region, no region preference applies
 

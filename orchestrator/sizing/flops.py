@@ -15,9 +15,14 @@ Conventions (a multiply-add is 2 FLOPs):
 
 from __future__ import annotations
 
-from orchestrator.sizing.architectures import Architecture, ConvNeXt, Head, ResNet, Stack
+from typing import TYPE_CHECKING
+
+from orchestrator.sizing.architectures import Architecture, Head, Stack
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.lengths import stack_lengths
+
+if TYPE_CHECKING:
+    from orchestrator.sizing.architectures.cnn import ConvNeXt, ResNet
 
 
 def _conv(cin: int, cout: int, k: int, out: int) -> float:

@@ -49,6 +49,8 @@ ADAM8BIT_BLOCK = 2048  # one fp32 absmax per block of 2048 values, per state
 
 @dataclass(frozen=True, slots=True)
 class MemoryBreakdown:
+    """Per-GPU training memory by term, and the peak over a step's phases."""
+
     parameters_bytes: int
     gradients_bytes: int
     optimizer_bytes: int

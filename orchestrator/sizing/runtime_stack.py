@@ -17,6 +17,8 @@ from orchestrator.sizing.job import JobSpec
 
 @dataclass(frozen=True, slots=True)
 class RuntimeStack:
+    """A training software stack's memory facts beyond the tensors it allocates."""
+
     name: str
     context_gib: float  # CUDA context at the training peak, as nvidia-smi counts it
     reserve_fraction: float  # reserved-but-unallocated, per byte of the allocated peak

@@ -38,6 +38,8 @@ GIB = 1024**3
 
 @dataclass(frozen=True, slots=True)
 class PlanOptions:
+    """Where and how to look for boxes: cloud, region, markets, limits and preferences."""
+
     cloud: str = "any"  # a registered cloud name, or "any"
     region: str | None = None
     spot: bool = False  # also consider spot capacity (ranked together with on-demand)

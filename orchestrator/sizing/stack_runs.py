@@ -26,7 +26,7 @@ class RunTerms:
 
 def run_job(m: Any) -> tuple[Architecture, JobSpec]:
     """The architecture and the job of a [[single_gpu]] run."""
-    from orchestrator.catalog.interconnect import llm_arch_config
+    from orchestrator.catalog.measurements import llm_arch_config
     from orchestrator.sizing.architectures import from_hf_config
     from orchestrator.sizing.resolve import resolve_architecture
 

@@ -5,11 +5,15 @@ cost, and the workload class a model is calibrated as."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from orchestrator.catalog import Gpu, ThroughputMeasurement
+from orchestrator.catalog import Gpu
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.stacks import FOREACH_STEP_FACTOR, workload_for
+
+if TYPE_CHECKING:
+    from orchestrator.catalog.measurements import ThroughputMeasurement
 
 # The optimizer step. Each step streams the parameters, gradients and optimizer states through
 # the GPU's memory once per kernel that touches them; a step every `accumulation` micro-batches

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.catalog import Gpu, ThroughputMeasurement, load_gpus, load_measurements
+from orchestrator.catalog import Gpu, load_gpus
 from orchestrator.errors import UsageError
 from orchestrator.sizing.architectures import Architecture
 from orchestrator.sizing.job import JobSpec
@@ -32,6 +32,9 @@ from orchestrator.sizing.step_terms import (
     measurement_step,
     workload_of,
 )
+
+if TYPE_CHECKING:
+    from orchestrator.catalog.measurements import ThroughputMeasurement
 
 # The optimizer step and the workload class live in sizing/step_terms.py (shared with
 # sizing/stack_runs.py); re-exported here, where the throughput model uses them.
@@ -162,7 +165,6 @@ def calibrated_efficiency() -> Calibration:
     """
     import json
 
-    from orchestrator.catalog.interconnect import load_llm_measurements, load_single_gpu_runs
     from orchestrator.catalog.toml_cache import cache_dir, place_tag, write_quietly
 
     # The place tag keeps two installs' tables apart (see toml_cache).
@@ -173,6 +175,12 @@ def calibrated_efficiency() -> Calibration:
         return {(gpu, key, workload): float(value) for gpu, key, workload, value in rows}
     except (OSError, ValueError, TypeError):
         pass  # missing or unreadable: calibrate
+    from orchestrator.catalog.measurements import (
+        load_llm_measurements,
+        load_measurements,
+        load_single_gpu_runs,
+    )
+
     table = calibrate(load_measurements(), load_llm_measurements(), runs=load_single_gpu_runs())
     payload = json.dumps([[*k, v] for k, v in sorted(table.items())]).encode()
     write_quietly(cached, payload, "calibration", place)
@@ -239,7 +247,7 @@ def measured_utilisations(
     """(gpu, peak key, workload, shape, utilisation per GPU at one GPU's scaling) per
     usable measurement, in our own FLOPs convention. A run's optimizer step, where recorded,
     is taken out of its time first: utilisation is that of the forward and backward.
-    `runs` are single-GPU runs with their stack (catalog/interconnect.py SingleGpuRun)."""
+    `runs` are single-GPU runs with their stack (catalog/measurements.py SingleGpuRun)."""
 
     gpus = load_gpus()
     out = []
@@ -302,7 +310,7 @@ def _llm_terms(m: Any) -> tuple[Shape | None, float]:
 def llm_job(m: Any) -> tuple[Architecture, JobSpec]:
     """The architecture and job of an LLM throughput measurement."""
     from orchestrator.catalog import find_model
-    from orchestrator.catalog.interconnect import llm_arch_config
+    from orchestrator.catalog.measurements import llm_arch_config
     from orchestrator.sizing.architectures import from_hf_config
 
     config = llm_arch_config(m.arch) or dict(find_model(m.arch).config)

@@ -8,7 +8,8 @@ import os
 import pytest
 
 from orchestrator import clouds
-from orchestrator.clouds.base import InstanceState, instance_state_of
+from orchestrator.clouds.registry import instance_state_of
+from orchestrator.clouds.values import InstanceState
 
 pytestmark = pytest.mark.e2e
 

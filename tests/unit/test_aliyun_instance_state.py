@@ -20,7 +20,8 @@ from orchestrator import clouds  # noqa: E402
 from orchestrator.clouds.aliyun import state  # noqa: E402
 from orchestrator.clouds.aliyun.client import ENDPOINT_ENV  # noqa: E402
 from orchestrator.clouds.aliyun.errors import AliyunError  # noqa: E402
-from orchestrator.clouds.base import InstanceState, instance_state_of  # noqa: E402
+from orchestrator.clouds.registry import instance_state_of  # noqa: E402
+from orchestrator.clouds.values import InstanceState  # noqa: E402
 
 REGION = "cn-hangzhou"
 

@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.clouds.aws import state
 from orchestrator.clouds.aws.errors import AwsError
-from orchestrator.clouds.base import InstanceState, NoCredentials
+from orchestrator.clouds.base import NoCredentials
+from orchestrator.clouds.values import InstanceState
 
 
 def item(name: str, code: str = "", lifecycle: str | None = "spot") -> dict[str, Any]:

@@ -17,10 +17,14 @@ def fresh_table() -> dict:
 
 def test_cached_calibration_equals_a_fresh_one(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    from orchestrator.catalog.interconnect import load_llm_measurements, load_single_gpu_runs
+    from orchestrator.catalog.measurements import (
+        load_llm_measurements,
+        load_measurements,
+        load_single_gpu_runs,
+    )
 
     computed = throughput.calibrate(
-        throughput.load_measurements(), load_llm_measurements(), runs=load_single_gpu_runs()
+        load_measurements(), load_llm_measurements(), runs=load_single_gpu_runs()
     )
     first = fresh_table()  # computes and writes
     [cached] = list((tmp_path / "orch" / "catalog").glob("calibration.*.json"))

@@ -13,10 +13,11 @@ from orchestrator.catalog import (
     find_model,
     load_gpus,
     load_instances,
-    load_measurements,
     load_models,
     loader,
 )
+from orchestrator.catalog.measurements import load_measurements
+from orchestrator.catalog.validate import validate_catalog
 from orchestrator.errors import UsageError
 
 REQUIRED_GPUS = (
@@ -105,7 +106,7 @@ def fresh_cache():
 
 
 def test_shipped_catalog_validates_cleanly():
-    assert loader.validate_catalog() == []
+    assert validate_catalog() == []
 
 
 def _assert_source(source, what):
@@ -242,12 +243,14 @@ def test_aliyun_prices_are_converted_cny_list_prices_marked_unverified():
     data = tomllib.loads(path.read_text())
     source = data["sources"][data["defaults"]["price_source"]]
     assert source["verified"] is False and "NOT RE-VERIFIED" in source["note"]
-    lines = re.findall(r'^"([a-z0-9-]+)" = \{ on_demand = ([0-9.]+) \}  # CNY ([0-9.]+)$',
-                       path.read_text(), re.M)
+    lines = re.findall(
+        r'^"([a-z0-9-]+)" = \{ on_demand = ([0-9.]+) \}  # CNY ([0-9.]+)$', path.read_text(), re.M
+    )
     priced = [row for row in data["instance"] if row.get("prices")]
     assert len(lines) == sum(len(row["prices"]) for row in priced) >= 30
     for _region, usd, cny in lines:
         assert float(usd) == pytest.approx(float(cny) / 7.2, abs=0.0005)
+
 
 def test_load_instances_filters_by_cloud():
     everything = load_instances()
@@ -375,7 +378,7 @@ def test_validation_reports_an_instance_with_an_unknown_gpu(tmp_path, monkeypatc
     text = (data / "aws.toml").read_text()
     (data / "aws.toml").write_text(text.replace('gpu = "A10G"', 'gpu = "A10X"', 1))
     monkeypatch.setattr(loader, "DATA_DIR", data)
-    problems = loader.validate_catalog()
+    problems = validate_catalog()
     assert any("unknown GPU 'A10X'" in p for p in problems)
 
 
@@ -384,7 +387,7 @@ def test_validation_reports_a_negative_price(tmp_path, monkeypatch, fresh_cache)
     text = (data / "aws.toml").read_text()
     (data / "aws.toml").write_text(text.replace("on_demand = 0.526", "on_demand = -0.526", 1))
     monkeypatch.setattr(loader, "DATA_DIR", data)
-    assert any("prices must be positive" in p for p in loader.validate_catalog())
+    assert any("prices must be positive" in p for p in validate_catalog())
 
 
 def test_loading_rejects_a_source_without_a_date(tmp_path, monkeypatch, fresh_cache):
@@ -422,7 +425,7 @@ def test_loading_rejects_a_measurement_the_model_cannot_read(
     (data / "gpus.toml").write_text(text.replace(line, bad, 1))
     monkeypatch.setattr(loader, "DATA_DIR", data)
     with pytest.raises(loader.CatalogError, match=message):
-        loader.load_measurements()
+        load_measurements()
 
 
 def test_loaded_values_are_cached():

@@ -4,6 +4,7 @@ through the interpreter's teardown (atexit handlers, temporary files)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -37,6 +38,49 @@ def test_every_command_ends_through_the_interpreter_teardown(args):
     )
     assert done.returncode == 0, done.stderr
     assert "TEARDOWN" in done.stderr
+
+
+@pytest.mark.parametrize("args", [("plan", "--model", "bert-large"), ("list",)])
+def test_the_garbage_collector_is_back_on_once_the_command_is_loaded(args, tmp_path):
+    # `entry` pauses the collector while modules load; a command (`orch run` lasts hours) must
+    # run with it on, and with the start-up objects frozen out of its collections.
+    script = (
+        "import gc, sys\n"
+        f"sys.argv = ['orch', *{list(args)!r}]\n"
+        "from orchestrator import click_group\n"
+        "loaded = click_group.LazyGroup.get_command\n"
+        "def seen(self, ctx, name):\n"
+        "    command = loaded(self, ctx, name)\n"
+        "    print('COLLECTOR', gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)\n"
+        "    return command\n"
+        "click_group.LazyGroup.get_command = seen\n"
+        "print('BEFORE', gc.isenabled(), file=sys.stderr)\n"
+        "from orchestrator.cli import entry\n"
+        "entry()\n"
+    )
+    env = {**os.environ, "ORCH_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "BEFORE True" in done.stderr
+    assert "COLLECTOR True True" in done.stderr.splitlines()
+
+
+def test_in_process_callers_keep_their_collector_as_it_was(tmp_path, monkeypatch, capsys):
+    import gc
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    frozen = gc.get_freeze_count()
+    main(["list", "--json"])
+    assert json.loads(capsys.readouterr().out) == []
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    gc.disable()  # a caller's own choice: left as it is
+    try:
+        main(["list", "--json"])
+        assert not gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("command", ["plan", "estimate"])

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator import clouds
-from orchestrator.clouds import base
-from orchestrator.clouds.base import ErrorKind, NoCredentials, TaggedResource
+from orchestrator.clouds import base, registry, values
+from orchestrator.clouds.base import ErrorKind, NoCredentials
+from orchestrator.clouds.values import TaggedResource
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.sweep import sweep
 
@@ -189,10 +190,10 @@ def test_unknown_cloud_names_the_registered_ones():
 
 
 def test_a_bad_plugin_reference_is_a_usage_error(monkeypatch):
-    monkeypatch.setenv(base.PLUGINS_ENV, "no-colon-here")
+    monkeypatch.setenv(registry.PLUGINS_ENV, "no-colon-here")
     with pytest.raises(UsageError, match="is not module:attr"):
         clouds.names()
-    monkeypatch.setenv(base.PLUGINS_ENV, "tests.nothing_here:Cloud")
+    monkeypatch.setenv(registry.PLUGINS_ENV, "tests.nothing_here:Cloud")
     with pytest.raises(OrchError, match="tests.nothing_here is missing"):
         clouds.names()
 
@@ -244,7 +245,7 @@ def memory(monkeypatch):
     )
     clouds.register("memory", cloud)
     yield cloud
-    base.unregister("memory")
+    registry.unregister("memory")
 
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
@@ -280,7 +281,7 @@ def test_sweep_skips_a_cloud_without_credentials_named_or_not(memory):
 
 
 def test_sweep_asks_the_cloud_s_credential_check_before_listing(memory):
-    from orchestrator.clouds.base import Credentials
+    from orchestrator.clouds.values import Credentials
 
     memory.credentials = lambda: Credentials(False, problem="none", hint="set MEMORY_KEY")
     memory.list_tagged = None  # never reached
@@ -298,7 +299,7 @@ def faux_cloud():
 
     clouds.register("faux", FauxCloud())
     yield
-    base.unregister("faux")
+    registry.unregister("faux")
 
 
 def box_on(cloud: str, tmp_path: Path):
@@ -336,16 +337,20 @@ def test_optional_capabilities_are_protocols_checked_with_isinstance():
     class Watching:
         ssh_key_type = "rsa"
 
-        def instance_state(self, region: str, instance_id: str) -> base.InstanceState:
-            return base.InstanceState("running")
+        def instance_state(self, region: str, instance_id: str) -> values.InstanceState:
+            return values.InstanceState("running")
 
     bare, watching = Bare(), Watching()
-    assert not isinstance(bare, base.WatchesInstances) and not isinstance(bare, base.HasKeyType)
-    assert isinstance(watching, base.WatchesInstances) and isinstance(watching, base.HasKeyType)
-    assert base.instance_state_of(bare, "r", "i-1") is None  # type: ignore[arg-type]
-    assert base.instance_state_of(watching, "r", "i-1") == base.InstanceState("running")  # type: ignore[arg-type]
-    assert base.ssh_key_type_of(bare) == "ed25519"  # type: ignore[arg-type]
-    assert base.ssh_key_type_of(watching) == "rsa"  # type: ignore[arg-type]
-    assert base.vcpu_quota_of(bare, "r", "p5.48xlarge", False) is None  # type: ignore[arg-type]
-    assert base.ssh_key_type_of(clouds.get("aliyun")) == "rsa"
-    assert isinstance(clouds.get("aws"), base.WatchesInstances)
+    assert not isinstance(bare, registry.WatchesInstances) and not isinstance(
+        bare, registry.HasKeyType
+    )
+    assert isinstance(watching, registry.WatchesInstances) and isinstance(
+        watching, registry.HasKeyType
+    )
+    assert registry.instance_state_of(bare, "r", "i-1") is None  # type: ignore[arg-type]
+    assert registry.instance_state_of(watching, "r", "i-1") == values.InstanceState("running")  # type: ignore[arg-type]
+    assert registry.ssh_key_type_of(bare) == "ed25519"  # type: ignore[arg-type]
+    assert registry.ssh_key_type_of(watching) == "rsa"  # type: ignore[arg-type]
+    assert registry.vcpu_quota_of(bare, "r", "p5.48xlarge", False) is None  # type: ignore[arg-type]
+    assert registry.ssh_key_type_of(clouds.get("aliyun")) == "rsa"
+    assert isinstance(clouds.get("aws"), registry.WatchesInstances)

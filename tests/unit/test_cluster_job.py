@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from orchestrator.check.transport import SshTransport
-from orchestrator.clouds.base import InstanceState
+from orchestrator.clouds.values import InstanceState
 from orchestrator.provision.cluster import ClusterNode
 from orchestrator.run.cluster_job import ClusterJob, NodeJob, parallel
 from orchestrator.run.session import UNREACHABLE, Attempt, BoxLost, RunReport

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.catalog import find_instance, load_gpus, load_instances
-from orchestrator.catalog.interconnect import interconnect_of, load_llm_measurements
+from orchestrator.catalog.interconnect import interconnect_of
+from orchestrator.catalog.measurements import load_llm_measurements
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.resolve import resolve_architecture
@@ -90,8 +91,9 @@ def test_pcie_box_is_communication_bound_for_a_sharded_7b() -> None:
 
 
 def test_plan_uses_the_box_interconnect() -> None:
-    job = JobSpec(model="llama-2-7b", batch=1, seq=2048, zero=3, grad_checkpointing=True,
-                  samples=1000)
+    job = JobSpec(
+        model="llama-2-7b", batch=1, seq=2048, zero=3, grad_checkpointing=True, samples=1000
+    )
     ranking = rank(job, PlanOptions(cloud="aws", gpus=8))
     by_type = {c.instance_type: c for c in ranking.candidates}
     g5 = by_type["g5.48xlarge"]

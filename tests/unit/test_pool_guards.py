@@ -21,7 +21,7 @@ import pytest
 
 from orchestrator import clouds
 from orchestrator.cli import main
-from orchestrator.clouds import base
+from orchestrator.clouds import registry
 from orchestrator.clouds.base import BOX_TAG, POOL_STORE_TAG, POOL_TAG
 from orchestrator.pool import record as pool_record
 from orchestrator.pool.store import open_store
@@ -72,7 +72,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     downs: list[str] = []
     monkeypatch.setattr(teardown, "down", lambda name, *_a, **_k: downs.append(name))
     yield {"store": open_store(None), "cloud": tmp_path / "cloud", "downs": downs}
-    base.unregister("faux")
+    registry.unregister("faux")
 
 
 def make_box(env: dict[str, Any], name: str, tags: dict[str, str], cloud_tags: dict[str, str]):

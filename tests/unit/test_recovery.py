@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.clouds.base import InstanceState
+from orchestrator.clouds.values import InstanceState
 from orchestrator.plan import Plan
 from orchestrator.run import recovery
 from orchestrator.run.recovery import UNREACHABLE, RecoveryPolicy

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.clouds import base as cloud_registry
+from orchestrator.clouds import registry as cloud_registry
 from orchestrator.clouds.aws.terraform import tfvars
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision import render

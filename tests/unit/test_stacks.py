@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.catalog import load_gpus
-from orchestrator.catalog.interconnect import load_single_gpu_runs
+from orchestrator.catalog.measurements import load_single_gpu_runs
 from orchestrator.errors import UsageError
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.planning import plan_job

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrator.catalog import load_gpus, load_measurements
+from orchestrator.catalog import load_gpus
+from orchestrator.catalog.measurements import load_measurements
 from orchestrator.sizing.flops import training_flops_per_sample
 from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.resolve import resolve_architecture

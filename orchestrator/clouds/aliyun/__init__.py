@@ -1,6 +1,6 @@
 """Alibaba Cloud (ECS): the `aliyun` cloud.
 
-    cloud.py      AliyunCloud, the registry's object: wires the modules below to base.Cloud
+    cloud.py      AliyunCloud, the registry's object: wires the modules below to registry.Cloud
     client.py     SDK clients (ECS, VPC RPC), credentials, endpoints, the call wrapper
     errors.py     error codes and their kinds (capacity, quota, retryable, permanent)
     images.py     the image a catalog instance boots; DescribeImages lookup

@@ -10,7 +10,8 @@ from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ecs_client
 from orchestrator.clouds.aliyun.errors import AliyunError, is_permanent_for_agent
-from orchestrator.clouds.base import CommandResult, Unreachable
+from orchestrator.clouds.base import Unreachable
+from orchestrator.clouds.values import CommandResult
 
 
 def run_command(

@@ -11,7 +11,8 @@ from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ecs_client, vpc_rpc
 from orchestrator.clouds.aliyun.errors import AliyunError
-from orchestrator.clouds.base import ErrorKind, TaggedResource, retry_while
+from orchestrator.clouds.base import ErrorKind, retry_while
+from orchestrator.clouds.values import TaggedResource
 
 
 def retry_while_blocked(

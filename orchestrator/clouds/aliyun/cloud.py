@@ -1,4 +1,4 @@
-"""AliyunCloud: Alibaba Cloud ECS behind orchestrator.clouds.base.Cloud.
+"""AliyunCloud: Alibaba Cloud ECS behind orchestrator.clouds.registry.Cloud.
 
 Imported by the registry on first use; the modules that need the SDK load inside the methods.
 """
@@ -7,24 +7,22 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.clouds.aliyun.box_metadata import BOX_METADATA
-from orchestrator.clouds.base import (
-    BOX_TAG,
-    AgentTransport,
-    BoxRequest,
-    Credentials,
-    ErrorKind,
-    ImageChoice,
-    InstanceState,
-    LocalSetup,
-    ObjectStore,
-    PriceApi,
-    TaggedResource,
-    VcpuQuota,
-)
+from orchestrator.clouds.base import BOX_TAG, BoxRequest, ErrorKind, ImageChoice, LocalSetup
 from orchestrator.resources import resource_path
+
+if TYPE_CHECKING:  # online calls' values: loaded by the calls, never by a plan
+    from orchestrator.clouds.values import (
+        AgentTransport,
+        Credentials,
+        InstanceState,
+        ObjectStore,
+        PriceApi,
+        TaggedResource,
+        VcpuQuota,
+    )
 
 # OSS endpoints: oss-REGION[-internal].aliyuncs.com, its S3-compatible s3.oss-REGION...,
 # the acceleration endpoints oss-accelerate[-overseas].aliyuncs.com, each also as BUCKET.HOST
@@ -34,7 +32,6 @@ _OSS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?oss-[a-z0-9-]+\.aliyuncs\.com")
 # (https://www.alibabacloud.com/help/en/oss/developer-reference/overview-24), and PutObject has
 # no If-Match compare-and-swap: its one write condition, x-oss-forbid-overwrite, is
 # create-only (https://www.alibabacloud.com/help/en/oss/developer-reference/putobject).
-OSS = ObjectStore("Alibaba OSS", conditional_writes=False, path_style=False)
 
 # The root-module templates live with the renderer (orchestrator/provision/templates/<cloud>).
 _TEMPLATES = Path(__file__).resolve().parents[2] / "provision" / "templates" / "aliyun"
@@ -64,7 +61,11 @@ class AliyunCloud:
         return None  # orchestrator/catalog/data/aliyun.toml
 
     def object_store(self, host: str) -> ObjectStore | None:
-        return OSS if _OSS_HOST.fullmatch(host.lower().rstrip(".")) else None
+        if not _OSS_HOST.fullmatch(host.lower().rstrip(".")):
+            return None
+        from orchestrator.clouds.values import ObjectStore
+
+        return ObjectStore("Alibaba OSS", conditional_writes=False, path_style=False)
 
     def image_for(self, instance: Any) -> ImageChoice:
         from orchestrator.clouds.aliyun.images import image_for

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 
-from orchestrator.clouds.base import Credentials
+from orchestrator.clouds.values import Credentials
 
 HINT = "set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET"
 

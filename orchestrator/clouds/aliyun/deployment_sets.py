@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from orchestrator.clouds.aliyun.client import call, ecs_client
 from orchestrator.clouds.aliyun.errors import AliyunError
-from orchestrator.clouds.base import BOX_TAG, TaggedResource
+from orchestrator.clouds.base import BOX_TAG
+from orchestrator.clouds.values import TaggedResource
 
 NAME_PREFIX = "orch-"
 DESCRIPTION_PREFIX = "orch cluster "

@@ -22,6 +22,8 @@ def image_for(instance: Any) -> ImageChoice:
 
 @dataclass(frozen=True, slots=True)
 class Image:
+    """An ECS image as DescribeImages returns it."""
+
     id: str
     name: str
     creation_time: str

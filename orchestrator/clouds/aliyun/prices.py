@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from orchestrator.clouds.aliyun.client import call, ecs_client
 from orchestrator.clouds.aliyun.errors import CURRENCY_MISMATCH, FATAL_PRICE_CODES, AliyunError
-from orchestrator.clouds.base import PriceApi
+from orchestrator.clouds.values import PriceApi
 
 
 def describe_price(

@@ -14,7 +14,7 @@ Quota Center console under the same quota.
 from __future__ import annotations
 
 from orchestrator.clouds.aliyun.client import call, ecs_client
-from orchestrator.clouds.base import VcpuQuota
+from orchestrator.clouds.values import VcpuQuota
 
 ATTRIBUTES = {
     False: ("max-postpaid-instance-vcpu-count", "ECS pay-as-you-go instance vCPUs"),

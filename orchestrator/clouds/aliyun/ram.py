@@ -21,7 +21,8 @@ from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ram_client
 from orchestrator.clouds.aliyun.errors import AliyunError
-from orchestrator.clouds.base import BOX_TAG, TaggedResource
+from orchestrator.clouds.base import BOX_TAG
+from orchestrator.clouds.values import TaggedResource
 
 RAM_API_VERSION = "2015-05-01"
 REGION_TAG = "orch:region"

@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ecs_client
 from orchestrator.clouds.aliyun.errors import AliyunError
-from orchestrator.clouds.base import InstanceState
+from orchestrator.clouds.values import InstanceState
 
 # ECS instance Status -> orch's normalised states.
 STATES = {

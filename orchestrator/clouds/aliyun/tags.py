@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ecs_client, vpc_rpc
-from orchestrator.clouds.base import BOX_TAG, TaggedResource
+from orchestrator.clouds.base import BOX_TAG
+from orchestrator.clouds.values import TaggedResource
 
 Tags = dict[str, str | None]
 

@@ -1,6 +1,6 @@
 """Amazon Web Services (EC2): the `aws` cloud.
 
-    cloud.py      AwsCloud, the registry's object: wires the modules below to base.Cloud
+    cloud.py      AwsCloud, the registry's object: wires the modules below to registry.Cloud
     client.py     boto3 clients, the call wrapper (credentials, error codes)
     errors.py     error codes and their kinds (capacity, quota, retryable, permanent)
     images.py     the DLAMI (or Ubuntu) SSM parameter a catalog instance boots

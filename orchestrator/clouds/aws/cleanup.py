@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable
 
 from orchestrator.clouds.aws.client import call, client
 from orchestrator.clouds.aws.errors import AwsError
-from orchestrator.clouds.base import ErrorKind, TaggedResource, retry_while
+from orchestrator.clouds.base import ErrorKind, retry_while
+from orchestrator.clouds.values import TaggedResource
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:

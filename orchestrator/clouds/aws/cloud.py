@@ -1,4 +1,4 @@
-"""AwsCloud: AWS EC2 behind orchestrator.clouds.base.Cloud.
+"""AwsCloud: AWS EC2 behind orchestrator.clouds.registry.Cloud.
 
 Imported by the registry on first use; the modules that need the SDK load inside the methods.
 """
@@ -7,22 +7,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.clouds.aws.box_metadata import BOX_METADATA
-from orchestrator.clouds.base import (
-    AgentTransport,
-    BoxRequest,
-    Credentials,
-    ErrorKind,
-    ImageChoice,
-    InstanceState,
-    LocalSetup,
-    PriceApi,
-    TaggedResource,
-    VcpuQuota,
-)
+from orchestrator.clouds.base import BoxRequest, ErrorKind, ImageChoice, LocalSetup
 from orchestrator.resources import resource_path
+
+if TYPE_CHECKING:  # online calls' values: loaded by the calls, never by a plan
+    from orchestrator.clouds.values import (
+        AgentTransport,
+        Credentials,
+        InstanceState,
+        PriceApi,
+        TaggedResource,
+        VcpuQuota,
+    )
 
 # The root-module templates live with the renderer (orchestrator/provision/templates/<cloud>).
 _TEMPLATES = Path(__file__).resolve().parents[2] / "provision" / "templates" / "aws"

@@ -11,7 +11,7 @@ answered: "env", "shared-credentials-file", "iam-role", "assume-role", "sso", ..
 
 from __future__ import annotations
 
-from orchestrator.clouds.base import Credentials
+from orchestrator.clouds.values import Credentials
 
 HINT = "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from orchestrator.clouds.aws.client import call, client, tags_of
 from orchestrator.clouds.aws.errors import AwsError
-from orchestrator.clouds.base import BOX_TAG, TaggedResource
+from orchestrator.clouds.base import BOX_TAG
+from orchestrator.clouds.values import TaggedResource
 
 PATH = "/orch/"
 REGION_TAG = "orch:region"

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from orchestrator.clouds.base import PriceApi
+from orchestrator.clouds.values import PriceApi
 from orchestrator.errors import OrchError
 
 PRICE_LIST_REGION = "us-east-1"

@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestrator.clouds.aws.client import call, client
 from orchestrator.clouds.aws.errors import AwsError
-from orchestrator.clouds.base import VcpuQuota
+from orchestrator.clouds.values import VcpuQuota
 
 SERVICE_CODE = "ec2"
 _defaults: dict[str, list[dict[str, Any]]] = {}  # region -> EC2's default quotas (per process)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from orchestrator.clouds.aws.client import call, client
 from orchestrator.clouds.aws.errors import AGENT_NOT_READY_CODES, AwsError
-from orchestrator.clouds.base import CommandResult, Unreachable
+from orchestrator.clouds.base import Unreachable
+from orchestrator.clouds.values import CommandResult
 
 
 def run_ssm_command(

@@ -10,7 +10,7 @@ from typing import Any
 
 from orchestrator.clouds.aws.client import call, client
 from orchestrator.clouds.aws.errors import AwsError
-from orchestrator.clouds.base import InstanceState
+from orchestrator.clouds.values import InstanceState
 
 # EC2 instance state names (InstanceState.Name) -> orch's normalised states.
 STATES = {

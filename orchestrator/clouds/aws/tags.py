@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.clouds.aws.client import call, client, tags_of
-from orchestrator.clouds.base import BOX_TAG, TaggedResource
+from orchestrator.clouds.base import BOX_TAG
+from orchestrator.clouds.values import TaggedResource
 
 # Instances in these states still cost money or still hold their security group.
 LIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")

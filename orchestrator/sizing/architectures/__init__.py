@@ -10,7 +10,8 @@ the LLaMA-style decoders incl. Gemma 1-3, Phi-3, Qwen3, OLMo-2, Falcon, BLOOM an
 families Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3; T5, BART/mBART, Whisper; ViT, Swin, CLIP,
 SigLIP; ResNet, ConvNeXt).
 
-Layout: `shapes` (the value types), `families` (which model_types, per-family facts),
+Layout: `shapes` (the value types; `cnn` and `decoder_parts` hold those only some families
+have), `families` (which model_types, per-family facts),
 `config` (reading config keys), and one module per kind of model with its builders:
 `encoders`, `decoders`, `seq2seq`, `vision`. A builder's module is imported only when a config
 of its family is built, so `orch plan --model bert-large` loads the encoder builders alone.
@@ -29,12 +30,8 @@ from orchestrator.sizing.architectures.families import (
 from orchestrator.sizing.architectures.shapes import (
     Architecture,
     ConfigError,
-    ConvNeXt,
     Embedding,
     Head,
-    MoE,
-    ResNet,
-    ResNetStage,
     Stack,
     WeightGroup,
 )
@@ -42,13 +39,9 @@ from orchestrator.sizing.architectures.shapes import (
 __all__ = [
     "Architecture",
     "ConfigError",
-    "ConvNeXt",
     "Embedding",
     "FAMILIES",
     "Head",
-    "MoE",
-    "ResNet",
-    "ResNetStage",
     "Stack",
     "WeightGroup",
     "from_hf_config",

@@ -18,14 +18,13 @@ from orchestrator.sizing.architectures.config import (
     positive,
     read_dims,
 )
+from orchestrator.sizing.architectures.decoder_parts import MLA, MoE
 from orchestrator.sizing.architectures.families import SDPA_FAMILIES
 from orchestrator.sizing.architectures.shapes import (
-    MLA,
     Architecture,
     ConfigError,
     Embedding,
     Head,
-    MoE,
     Stack,
     WeightGroup,
     linear,

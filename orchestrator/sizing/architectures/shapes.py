@@ -1,5 +1,7 @@
 """The shapes memory and FLOPs are computed from: weight groups, transformer stacks,
-embeddings, heads, CNN stages, and the `Architecture` that holds them."""
+embeddings, heads, and the `Architecture` that holds them. The parts only some families have
+are beside it and load with their builders: CNN stages (`cnn`), and the MoE layers and latent
+attention of some decoders (`decoder_parts`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import TYPE_CHECKING, ClassVar
 from orchestrator.sizing.architectures.kinds import HEAD_KINDS, KINDS, HeadKind, Kind
 
 if TYPE_CHECKING:
+    from orchestrator.sizing.architectures.cnn import ConvNeXt, ResNet
+    from orchestrator.sizing.architectures.decoder_parts import MLA, MoE
     from orchestrator.sizing.job import JobSpec
 
 
@@ -30,31 +34,6 @@ class WeightGroup:
     @property
     def numel(self) -> int:
         return math.prod(self.shape) * self.count
-
-
-@dataclass(frozen=True, slots=True)
-class MoE:
-    """A sparse MLP: `experts` gated MLPs of width `intermediate`, `top_k` per token, plus an
-    optional always-on shared expert (Qwen2-MoE: gated by a sigmoid of a linear)."""
-
-    experts: int
-    top_k: int
-    intermediate: int
-    layers: int  # how many of the stack's layers are MoE layers
-    shared_intermediate: int = 0
-    shared_gate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class MLA:
-    """DeepSeek multi-head latent attention: queries straight (or through a q LoRA rank) and
-    keys/values expanded from a `kv_rank` latent plus one shared rotary key of `rope` dims."""
-
-    q_rank: int  # 0: a plain q_proj
-    kv_rank: int
-    nope: int  # per-head query/key dims without rotary positions
-    rope: int  # per-head rotary dims (the shared key's width)
-    v: int  # per-head value dims
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +108,8 @@ class Embedding:
 
 @dataclass(frozen=True, slots=True)
 class Head:
+    """The task head on top of the last stack (LM, MLM, classifier, ...)."""
+
     kind: str  # one of HEADS
     vocab: int = 0  # LM heads
     transform: int = 0  # width of an MLM transform (dense + act + norm) before the decoder
@@ -143,37 +124,10 @@ class Head:
         return HEAD_KINDS.get(self.kind) or HeadKind(self.kind)
 
 
-@dataclass(frozen=True, slots=True)
-class ResNetStage:
-    depth: int
-    in_channels: int
-    out_channels: int
-    stride: int
-
-
-@dataclass(frozen=True, slots=True)
-class ResNet:
-    channels: int
-    embedding_size: int
-    layer_type: str  # "bottleneck" | "basic"
-    stages: tuple[ResNetStage, ...]
-    labels: int
-
-
-@dataclass(frozen=True, slots=True)
-class ConvNeXt:
-    """ConvNeXt: a 4x4 stride-4 patch stem, stages of blocks (7x7 depthwise conv, LayerNorm,
-    4x MLP as 1x1 linears, layer scale) with LayerNorm + 2x2 stride-2 convs between them."""
-
-    channels: int
-    patch: int
-    widths: tuple[int, ...]
-    depths: tuple[int, ...]
-    labels: int
-
-
 @dataclass(frozen=True)  # no slots: `parameters` is a cached_property
 class Architecture:
+    """A model's shapes: its weight groups, stacks, embeddings and head (or CNN stages)."""
+
     name: str
     family: str  # model_type
     kind: str  # "encoder" | "decoder" | "encoder-decoder" | "vit" | "cnn"

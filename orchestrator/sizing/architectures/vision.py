@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.sizing.architectures.cnn import ConvNeXt, ResNet, ResNetStage
 from orchestrator.sizing.architectures.config import (
     cfg_activation,
     cfg_float,
@@ -15,11 +16,8 @@ from orchestrator.sizing.architectures.config import (
 from orchestrator.sizing.architectures.shapes import (
     Architecture,
     ConfigError,
-    ConvNeXt,
     Embedding,
     Head,
-    ResNet,
-    ResNetStage,
     Stack,
     WeightGroup,
     linear,
