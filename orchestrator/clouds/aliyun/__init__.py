@@ -3,7 +3,8 @@
     cloud.py      AliyunCloud, the registry's object: wires the modules below to registry.Cloud
     client.py     SDK clients (ECS, VPC RPC), credentials, endpoints, the call wrapper
     errors.py     error codes and their kinds (capacity, quota, retryable, permanent)
-    images.py     the image a catalog instance boots; DescribeImages lookup
+    images.py     the image a catalog instance boots (offline)
+    image_lookup.py  the DescribeImages lookup by name pattern
     terraform.py  box request -> terraform/modules/aliyun_gpu variables
     stock.py      DescribeAvailableResource: zones with stock
     prices.py     DescribePrice (`orch catalog refresh --cloud aliyun`)
@@ -31,7 +32,8 @@ _EXPORTS = {
         "OrchError",
     ),
     "errors": ("AliyunError", "CapacityError", "CAPACITY_CODES", "QUOTA_CODES"),
-    "images": ("Image", "find_image", "image_for"),
+    "images": ("image_for",),
+    "image_lookup": ("Image", "find_image"),
     "stock": ("check_stock",),
     "prices": ("describe_price", "refresh_prices"),
     "tags": (

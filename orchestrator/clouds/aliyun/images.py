@@ -1,4 +1,5 @@
-"""Aliyun images: which image a catalog instance boots, and finding one by name pattern.
+"""Aliyun images: which image a catalog instance boots (offline; image_lookup.py finds one by
+name pattern through DescribeImages).
 
 The public Ubuntu 22.04 system image (owners "system"); scripts/install_drivers.sh installs the
 NVIDIA driver and CUDA at first boot.
@@ -6,67 +7,12 @@ NVIDIA driver and CUDA at first boot.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.clouds.base import ImageChoice
-from orchestrator.errors import OrchError
 
 UBUNTU_REGEX = "^ubuntu_22_04_x64"
 
 
 def image_for(instance: Any) -> ImageChoice:
     return ImageChoice({"name_regex": UBUNTU_REGEX, "owners": "system"}, "root", 60)
-
-
-@dataclass(frozen=True, slots=True)
-class Image:
-    """An ECS image as DescribeImages returns it."""
-
-    id: str
-    name: str
-    creation_time: str
-    os_name: str
-
-
-def find_image(region: str, name_regex: str, owners: str = "system") -> Image:
-    """The newest image whose name matches `name_regex` (what data "alicloud_images" picks)."""
-    from alibabacloud_ecs20140526 import models
-
-    # The client module loads here: `orch plan` asks this module for images offline only.
-    from orchestrator.clouds.aliyun.client import call, ecs_client
-
-    pattern = re.compile(name_regex)
-    client = ecs_client(region)
-    found: list[Image] = []
-    page = 1
-    while True:
-        request = models.DescribeImagesRequest(
-            region_id=region,
-            image_owner_alias=owners or None,
-            status="Available",
-            page_number=page,
-            page_size=100,
-        )
-        body = call("DescribeImages", lambda r=request: client.describe_images(r)).body
-        images = body.images.image if body.images and body.images.image else []
-        for item in images:
-            if item.image_name and pattern.search(item.image_name):
-                found.append(
-                    Image(
-                        item.image_id,
-                        item.image_name,
-                        item.creation_time or "",
-                        item.osname_en or "",
-                    )
-                )
-        if len(images) < 100:
-            break
-        page += 1
-    if not found:
-        raise OrchError(
-            f"no {owners or 'visible'} image in {region} matches {name_regex!r}",
-            hint="check the image name pattern with `aliyun ecs DescribeImages`",
-        )
-    return max(found, key=lambda image: image.creation_time)
