@@ -52,8 +52,8 @@ class Cloud(Protocol):
     # `orch check --via <agent_via>` uses the cloud's in-guest agent; None: the cloud has none.
     agent_via: str | None
     # Optional capabilities are the small protocols below (HasKeyType, WatchesInstances,
-    # ServesObjectStore, KnowsVcpuQuota, ResolvesImages, ServesBoxMetadata), checked with
-    # isinstance by the *_of helpers.
+    # ServesObjectStore, KnowsVcpuQuota, ResolvesImages, ServesBoxMetadata, ReplacesNodes),
+    # checked with isinstance by the *_of helpers.
 
     # -- catalog and planning (offline: no SDK may load here)
     def catalog_file(self) -> Path | None:
@@ -181,6 +181,20 @@ class ServesBoxMetadata(Protocol):
     mapping, written next to the agent (orchestrator/boxside/)."""
 
     box_metadata: dict[str, object]
+
+
+@runtime_checkable
+class ReplacesNodes(Protocol):
+    """The Terraform address, in a box root module, of a cluster's counted instance resource
+    (node k is `<node_resource>[k]`): `orch run` replaces one lost node with
+    `terraform apply -replace=<node_resource>[k]` (provision/node_replace.py)."""
+
+    node_resource: str
+
+
+def node_resource_of(cloud: Cloud) -> str | None:
+    """The cloud's `node_resource` where it has one; None: a lost node means a new cluster."""
+    return cloud.node_resource if isinstance(cloud, ReplacesNodes) else None
 
 
 def instance_state_of(cloud: Cloud, region: str, instance_id: str) -> InstanceState | None:

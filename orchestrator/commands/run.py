@@ -321,6 +321,12 @@ def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
     return report
 
 
+def _node_losses(node: str, counts: dict[str, int]) -> str:
+    """`node 1 2x (node replaced 1x, cluster re-provisioned 1x)`."""
+    done = ", ".join(f"{what} {n}x" for what, n in counts.items() if what != "lost")
+    return f"node {node} {counts['lost']}x" + (f" ({done})" if done else "")
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -380,9 +386,9 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
             f" {attempt.outcome}{reason}  {_duration(span)}  {_money(attempt.cost())}{saved}",
             err=True,
         )
-    losses = report.losses_by_node()
+    losses = report.recoveries_by_node()
     if losses:
-        shown = ", ".join(f"node {node} {count}x" for node, count in sorted(losses.items()))
+        shown = ", ".join(_node_losses(node, counts) for node, counts in sorted(losses.items()))
         click.echo(f"  nodes lost: {shown}", err=True)
     if report.node_logs:
         folder = Path(report.node_logs[0]).parent.parent  # $ORCH_HOME/runs/RUN_ID

@@ -197,8 +197,36 @@ class Terraform:
                 "terraform init failed: " + _last_error_lines(result.stdout + result.stderr)
             )
 
-    def apply(self) -> RunResult:
-        return self._apply_like(["apply", "-auto-approve"], "apply")
+    def apply(self, replace: tuple[str, ...] = ()) -> RunResult:
+        """`replace`: resource instance addresses to destroy and create again even where
+        nothing changed ("-replace=ADDRESS ... Include this option multiple times to replace
+        several objects at once", https://developer.hashicorp.com/terraform/cli/commands/plan#replace-address;
+        Terraform v0.15.2 onwards); an address missing from the refreshed state is created."""
+        return self._apply_like(
+            ["apply", "-auto-approve", *(f"-replace={address}" for address in replace)], "apply"
+        )
+
+    def saved_plan(self, path: str, replace: tuple[str, ...] = ()) -> dict[str, Any]:
+        """`terraform plan -out=PATH` (with `replace`, as for `apply`), then the saved plan as
+        `terraform show -json` describes it (its `resource_changes`: address, change.actions;
+        https://developer.hashicorp.com/terraform/internals/json-format#plan-representation)."""
+        args = ["plan", "-input=false", "-no-color", f"-lock-timeout={LOCK_TIMEOUT}"]
+        result = self.run([*args, f"-out={path}", *(f"-replace={a}" for a in replace)])
+        if result.interrupted:
+            raise Interrupted("interrupted; terraform plan stopped")
+        if result.returncode != 0:
+            raise TerraformError(
+                "terraform plan failed: " + _last_error_lines(result.stdout + result.stderr)
+            )
+        shown = self.run(["show", "-json", "-no-color", path])
+        try:
+            return dict(json.loads(shown.stdout or "{}"))
+        except json.JSONDecodeError as exc:
+            raise TerraformError(f"terraform show printed no JSON: {exc}") from None
+
+    def apply_saved(self, path: str) -> RunResult:
+        """Apply a plan that `saved_plan` wrote (the plan file goes last on the command line)."""
+        return self._apply_like(["apply"], "apply", tail=[path])
 
     def destroy(self) -> RunResult:
         return self._apply_like(["destroy", "-auto-approve"], "destroy")
@@ -222,8 +250,8 @@ class Terraform:
             return []
         return [line.strip() for line in result.stdout.splitlines() if line.strip()]
 
-    def _apply_like(self, args: list[str], what: str) -> RunResult:
-        argv = [*args, "-input=false", "-json", f"-lock-timeout={LOCK_TIMEOUT}"]
+    def _apply_like(self, args: list[str], what: str, tail: list[str] | None = None) -> RunResult:
+        argv = [*args, "-input=false", "-json", f"-lock-timeout={LOCK_TIMEOUT}", *(tail or [])]
         result = self.run(argv, stream_json=True)
         if result.interrupted:
             raise Interrupted(f"interrupted; terraform {what} stopped and saved its state")

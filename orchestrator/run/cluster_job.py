@@ -257,6 +257,9 @@ class ClusterJob:
         def stop(job: NodeJob) -> None:
             if not job.started or job.exit_code is not None:
                 return
+            lost = self.lost
+            if lost is not None and lost.index == job.index and lost.state is None:
+                return  # silent or its job gone (SSH said so): nothing there to stop or wait for
             try:
                 out = shell.call_ok(
                     job.transport,

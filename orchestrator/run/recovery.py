@@ -8,10 +8,14 @@ went away: whether to recover, on which market, how many recoveries are left (is
   answer for --ssh-lost-after, its job gone without a status: `UNREACHABLE`). A node someone
   terminated or stopped is taken as meant, as a box is.
 - The budget is --spot-recovery N (the plan's own markets), plus one on on-demand boxes with
-  --fallback-on-demand. A cluster spends the same budget: each recovery re-provisions the
-  whole cluster (destroy, then up of the same request) and relaunches the same world size.
-- The replacement: the lost candidate first (its region's other zones before the lost zone),
-  then the plan's other candidates; all on on-demand once the spot recoveries are spent.
+  --fallback-on-demand. A cluster spends the same budget, and relaunches the same world size.
+- A cluster replaces the lost node alone when it can (`replaces_node`): in its own Terraform
+  root, the same placement group and market (provision/node_replace.py); the other nodes keep
+  their instances. When that apply fails (no capacity in the group's zone, anything else), or
+  the market changes (spot recoveries spent: on-demand), or its cloud cannot name a node's
+  resource, the whole cluster is re-provisioned (destroy, then up of the same request).
+- A new box or cluster: the lost candidate first (its region's other zones before the lost
+  zone), then the plan's other candidates; all on on-demand once the spot recoveries are spent.
 
 `gone(state)` is the one test of "this instance will not run the job again" that the run's
 watch, a cluster's node watch and the pool's member check share.
@@ -70,13 +74,30 @@ class RecoveryPolicy:
         return Recovery(number, self.allowed, on_demand=number > self.spot_recoveries)
 
 
-def describe(recovery: Recovery, box: str, why: str, nodes: int) -> str:
-    """The line a run says before it recovers."""
-    what = "box" if nodes == 1 else f"the whole cluster ({nodes} nodes)"
+NODE_REPLACED = "node replaced"  # what a recovery did, per lost node (Attempt.recovery)
+CLUSTER_REPROVISIONED = "cluster re-provisioned"
+BOX_REPLACED = "box replaced"
+
+
+def replaces_node(recovery: Recovery, market: str, node: int | None, can: bool) -> bool:
+    """Whether this recovery replaces the lost node alone (`market`: the cluster's; `can`: the
+    box is a cluster whose cloud names its nodes' resource). Not when the market changes: a
+    spot cluster going on-demand is a new cluster (every node on the new market)."""
+    same_market = not recovery.on_demand or market == ON_DEMAND
+    return can and node is not None and same_market
+
+
+def describe(recovery: Recovery, box: str, why: str, nodes: int, node: int | None = None) -> str:
+    """The line a run says before it recovers (`node`: the node replaced alone, if so)."""
+    if node is not None:
+        others = f"{nodes - 1} other node{'s stay' if nodes > 2 else ' stays'}"
+        what = f"replacing node {node} alone, in the cluster's placement group ({others})"
+    else:
+        what = "re-provisioning " + ("box" if nodes == 1 else f"the whole cluster ({nodes} nodes)")
     market = ", on on-demand" if recovery.on_demand else ""
     return (
         f"box {box} is gone ({why}); recovery {recovery.number} of {recovery.allowed}:"
-        f" re-provisioning {what}{market}, then resuming from the latest checkpoint"
+        f" {what}{market}, then resuming from the latest checkpoint"
     )
 
 

@@ -12,7 +12,8 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     metadata.json  each cloud's instance metadata service, for the agent (boxside.agent_files)
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch
-    output.log  setup's and the command's stdout and stderr, appended
+    output.log  setup's and the command's stdout and stderr, appended (an earlier attempt's on
+                this box: output.log.1)
     agent.json  the checkpoint agent's outcome (final upload ok or failed), with --store
     agent.exit  the agent's exit status, written by the wrapper once the agent is done
     exit        "STATUS STEP" once the wrapper is done (STEP: setup, cmd, restore, workdir),
@@ -78,6 +79,9 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
         f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json {rd}/rebalance.json"
         f" {rd}/agent.json {rd}/agent.exit",
+        # A new attempt on a node that stayed (a cluster whose lost node alone was replaced):
+        # its stream starts at byte 0, so the last attempt's output moves aside, not replayed.
+        f"if [ -e {rd}/output.log ]; then mv -f {rd}/output.log {rd}/output.log.1; fi",
         # Space for the exit status, set aside now: the job may fill the disk.
         f"printf '\\n%.0s' $(seq {EXIT_RESERVE_BYTES}) > {rd}/exit.reserve",
         _put(f"{rd}/job.sh", JOB_SH, "700"),

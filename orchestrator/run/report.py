@@ -25,6 +25,10 @@ class Attempt:
     exit_code: int | None = None
     checkpoint: dict[str, Any] | None = None  # the agent's outcome (checkpoints.AgentOutcome)
     lost_node: int | None = None  # on a cluster: the node whose loss ended this attempt
+    # What the recovery after this attempt did (run/recovery.py): "node replaced", "cluster
+    # re-provisioned" or "box replaced"; `recovery_note`: why a node was not replaced alone.
+    recovery: str = ""
+    recovery_note: str = ""
 
     def cost(self) -> float | None:
         if self.price_per_hour is None or self.ended is None:
@@ -64,6 +68,19 @@ class RunReport:
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
+    def recoveries_by_node(self) -> dict[str, dict[str, int]]:
+        """On a cluster: per lost node, how often it was lost and what each recovery did
+        ({"1": {"lost": 2, "node replaced": 1, "cluster re-provisioned": 1}})."""
+        counts: dict[str, dict[str, int]] = {}
+        for attempt in self.attempts:
+            if attempt.lost_node is None or attempt.outcome not in ("reclaimed", "lost"):
+                continue
+            node = counts.setdefault(str(attempt.lost_node), {"lost": 0})
+            node["lost"] += 1
+            if attempt.recovery:
+                node[attempt.recovery] = node.get(attempt.recovery, 0) + 1
+        return counts
+
     def time_lost_s(self) -> float:
         """From each lost box's end to the command running again on the next one."""
         lost = 0.0
@@ -94,6 +111,7 @@ class RunReport:
             "attempts": [a.to_dict() for a in self.attempts],
             "recoveries": self.recoveries,
             "losses_by_node": self.losses_by_node(),
+            "recoveries_by_node": self.recoveries_by_node(),
             "node_logs": self.node_logs,
             "time_lost_s": round(self.time_lost_s(), 1),
             "cost_usd": _round(self.cost()),

@@ -24,9 +24,10 @@ from orchestrator.clouds.base import CloudError
 from orchestrator.clouds.values import InstanceState
 from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, UsageError
 from orchestrator.plan import Candidate, Plan
-from orchestrator.provision import launch, teardown
+from orchestrator.provision import launch, node_replace, teardown
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.cluster import cluster_nodes, node_count
+from orchestrator.provision.node_replace import NodeNotReplaced, can_replace_node
 from orchestrator.provision.request import UpRequest
 from orchestrator.provision.terraform import Interrupted
 from orchestrator.run import checkpoints, on_cluster, recovery, remote, shell, sync, terminal
@@ -155,9 +156,7 @@ class Run:
                 if next_one is None:
                     raise
                 used = next_one.number
-                nodes = node_count(self.box)
-                self.say(recovery.describe(next_one, self.box.name, lost.message, nodes))
-                self.box = self._replace_box(lost, on_demand=next_one.on_demand)
+                self.box = self._recover(lost, next_one)
 
     # ------------------------------------------------------------------------- the box
 
@@ -173,6 +172,40 @@ class Run:
             return box
         assert request.up_options is not None
         return self._launch(request.up_options)
+
+    def _recover(self, lost: BoxLost, step: recovery.Recovery) -> Box:
+        """The lost node alone when it can be (run/recovery.py), else a new box or cluster;
+        the lost attempt records which (`recovery`, and why not the node alone)."""
+        assert self.box is not None
+        box, attempt, nodes = self.box, self.report.attempts[-1], node_count(self.box)
+        alone = recovery.replaces_node(
+            step, box.candidate.market, lost.node, self.created and can_replace_node(box)
+        )
+        self.say(
+            recovery.describe(step, box.name, lost.message, nodes, lost.node if alone else None)
+        )
+        if alone and lost.node is not None:
+            try:
+                replaced = self._replace_node(lost.node)
+                attempt.recovery = recovery.NODE_REPLACED
+                return replaced
+            except NodeNotReplaced as exc:
+                attempt.recovery_note = exc.one_line()
+                self.say(f"{exc.one_line()}; re-provisioning the whole cluster ({nodes} nodes)")
+        replaced = self._replace_box(lost, on_demand=step.on_demand)
+        attempt.recovery = recovery.BOX_REPLACED if nodes == 1 else recovery.CLUSTER_REPROVISIONED
+        return replaced
+
+    def _replace_node(self, index: int) -> Box:
+        """Node `index` of the cluster anew, in its Terraform root (provision/node_replace.py)."""
+        assert self.box is not None
+        zone = str((self.box.outputs or {}).get("availability_zone") or "")
+        self.cluster = None
+        started = time.time()
+        box = node_replace.replace_node(self.box.name, index, self.say, self.progress)
+        self._open_attempt(box.candidate, started, zone)
+        self.job_started = False
+        return box
 
     def _replace_box(self, lost: BoxLost, *, on_demand: bool) -> Box:
         request = self.request

@@ -483,8 +483,15 @@ class CapacityProxy:
 
     def rewrite(self, body: bytes, data: bytes) -> bytes:
         """DescribeInstances: instances in `spot_reclaimed` carry the StateReason EC2 gives a
-        reclaimed spot instance (moto can only terminate as the user does)."""
-        if not self.spot_reclaimed or b"Action=DescribeInstances" not in body:
+        reclaimed spot instance (moto can only terminate as the user does), and members of a
+        placement group its name (tests/sim/ec2_placement.py). DescribeLaunchTemplateVersions:
+        without the template's own tags in its data (`template_data_as_ec2`)."""
+        if b"Action=DescribeLaunchTemplateVersions" in body:
+            return template_data_as_ec2(data)
+        if b"Action=DescribeInstances" not in body:
+            return data
+        data = self.placement.placed(data)
+        if not self.spot_reclaimed:
             return data
         return reclaimed_state_reason(data, self.spot_reclaimed)
 
@@ -579,6 +586,21 @@ def reclaimed_state_reason(data: bytes, instance_ids: set[str]) -> bytes:
             reason, f"{namespace}message"
         ).text = f"{SPOT_TERMINATION}: Spot instance termination"
     return ET.tostring(root, xml_declaration=True, encoding="UTF-8")
+
+
+def template_data_as_ec2(data: bytes) -> bytes:
+    """moto 5.2 copies CreateLaunchTemplate's TagSpecifications (the template's own tags,
+    resource type launch-template) into version 1's LaunchTemplateData; EC2 keeps them apart
+    ("To tag the launch template, the resource type must be launch-template", while the data's
+    TagSpecifications tag "resources that are created during instance launch",
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateLaunchTemplate.html,
+    .../API_LaunchTemplateTagSpecificationRequest.html). Left in, the provider sees a
+    tag_specifications block the module never set, plans to update the template, and with it
+    every node's launch_template version: a plan that replaces the nodes."""
+    import re
+
+    own = rb"<item><resourceType>launch-template</resourceType><tagSet>.*?</tagSet></item>"
+    return re.sub(own, b"", data, flags=re.S)
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,12 @@ and find.go call exactly these):
 - RunInstances naming Placement.GroupName of a group that does not exist is refused with
   InvalidPlacementGroup.Unknown, as EC2 does; otherwise it goes on to moto, and the group
   counts the launch until TerminateInstances names the instance.
+- DescribeInstances: an instance launched into a group has the group's name in its
+  Placement.GroupName, as EC2 answers (Placement: "GroupName: The name of the placement group
+  that the instance is in", https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Placement.html);
+  moto leaves it empty, and the provider reads it back into aws_instance.placement_group
+  (internal/service/ec2/ec2_instance.go), so an empty one would make every plan replace the
+  nodes.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ class PlacementGroups:
         self.groups: dict[str, dict[str, Any]] = {}  # name -> group
         self.members: dict[str, set[str]] = {}  # name -> instance ids launched into it
         self.launches: list[str] = []  # GroupName of every RunInstances that named one
+        self.launched_into: dict[str, set[str]] = {}  # name -> every instance launched into it
         self._lock = threading.Lock()
 
     # -- the three placement-group calls ----------------------------------------------------
@@ -173,10 +180,26 @@ class PlacementGroups:
                 name = (form.get("Placement.GroupName") or [""])[0]
                 if name in self.members:
                     self.members[name].update(i.decode() for i in ids)
+                    self.launched_into.setdefault(name, set()).update(i.decode() for i in ids)
             elif action == "TerminateInstances":
                 gone = set(_numbered(form, "InstanceId"))
                 for members in self.members.values():
                     members -= gone
+
+    def placed(self, reply: bytes) -> bytes:
+        """A DescribeInstances answer with each member's Placement.GroupName filled in."""
+        with self._lock:
+            group_of = {i: name for name, ids in self.launched_into.items() for i in ids}
+        if not group_of:
+            return reply
+        parts = re.split(rb"(<instanceId>i-[0-9a-f]+</instanceId>)", reply)
+        for index in range(1, len(parts) - 1, 2):
+            instance = parts[index][len(b"<instanceId>") : -len(b"</instanceId>")].decode()
+            name = group_of.get(instance)
+            if name is not None:
+                named = f"<placement><groupName>{escape(name)}</groupName>".encode()
+                parts[index + 1] = parts[index + 1].replace(b"<placement><groupName/>", named, 1)
+        return b"".join(parts)
 
     def _xml(self, group: dict[str, Any], tag: str) -> str:
         tags = "".join(

@@ -81,44 +81,133 @@ def test_what_the_run_says_before_it_recovers():
     )
 
 
-def test_a_run_recovers_a_lost_cluster_node_within_the_budget_then_gives_up(tmp_path):
-    """Run._run's loop (run/session.py) with the policy: node 1 lost twice on a 2-node
-    cluster, --spot-recovery 1 --fallback-on-demand: the cluster is replaced twice (the second
-    on on-demand), then the attempt that follows completes; losses counted per node."""
+def test_a_lost_node_is_replaced_alone_only_on_the_same_market():
+    spot = RecoveryPolicy(spot_recoveries=1, fallback_on_demand=True)
+    first, fallback = spot.after_loss(0, SILENT, 1), spot.after_loss(1, SILENT, 1)
+    assert first is not None and fallback is not None and fallback.on_demand
+    assert recovery.replaces_node(first, "spot", 1, can=True)
+    # Spot recoveries spent: every node moves on-demand, a new cluster.
+    assert not recovery.replaces_node(fallback, "spot", 1, can=True)
+    # An on-demand cluster stays on-demand: its node can still be replaced alone.
+    assert recovery.replaces_node(fallback, "on-demand", 1, can=True)
+    # One box (no node), or a cloud that cannot name a node's resource: the whole thing.
+    assert not recovery.replaces_node(first, "spot", None, can=True)
+    assert not recovery.replaces_node(first, "spot", 1, can=False)
+    line = recovery.describe(first, "c1", "node 1 of the cluster is lost: x", nodes=3, node=1)
+    assert line == (
+        "box c1 is gone (node 1 of the cluster is lost: x); recovery 1 of 2: replacing node 1"
+        " alone, in the cluster's placement group (2 other nodes stay), then resuming from the"
+        " latest checkpoint"
+    )
+
+
+def test_which_clusters_can_replace_a_node_alone():
+    from types import SimpleNamespace
+
+    from orchestrator.provision.node_replace import can_replace_node
+
+    def box(cloud: str, nodes: int) -> SimpleNamespace:
+        return SimpleNamespace(cloud=cloud, candidate=candidate("x", nodes=nodes))
+
+    assert can_replace_node(box("aws", 2)) and can_replace_node(box("aliyun", 4))  # type: ignore[arg-type]
+    assert not can_replace_node(box("aws", 1))  # type: ignore[arg-type]
+
+
+def _cluster_run(tmp_path, market: str = "spot"):
+    """A Run of a 2-node cluster it created (--spot-recovery 1 --fallback-on-demand) whose
+    attempts are scripted; the box is a stand-in (Run._first_box)."""
     from types import SimpleNamespace
 
     from orchestrator.provision.request import build_request
-    from orchestrator.run.session import BoxLost, Run, RunRequest
+    from orchestrator.run.session import Run, RunRequest
     from orchestrator.run.spec import RunSpec
 
-    lost_cluster = candidate("p4d.24xlarge", "spot", nodes=2, gpu_count=8, region="us-east-1")
+    lost_cluster = candidate("p4d.24xlarge", market, nodes=2, gpu_count=8, region="us-east-1")
     up = build_request(plan_of(lost_cluster), name="c1", ttl="1h", ssh_cidrs=["203.0.113.7/32"])
     request = RunRequest(spec=RunSpec(["true"], tmp_path), box_name="c1", up_options=up,
                          spot_recovery=1, fallback_on_demand=True)  # fmt: skip
     said: list[str] = []
     run = Run(request, said.append, None, None)  # type: ignore[arg-type]
-    box = SimpleNamespace(name="c1", candidate=lost_cluster)
-    replaced: list[bool] = []
-    outcomes = iter(["lost", "lost", "done"])
+    box = SimpleNamespace(name="c1", cloud="aws", candidate=lost_cluster, outputs={})
+    run._first_box = lambda: box  # type: ignore[method-assign]
+    return run, box, lost_cluster, said
+
+
+def _script(run, cluster, outcomes):
+    from orchestrator.run.session import BoxLost
+
+    steps = iter(outcomes)
 
     def attempt() -> None:
-        run._open_attempt(lost_cluster, 0.0, "us-east-1a")
-        if next(outcomes) == "lost":
+        if not run.report.attempts or run.report.attempts[-1].ended is not None:
+            run._open_attempt(cluster, 0.0, "us-east-1a")
+        if next(steps) == "lost":
             raise BoxLost(SILENT, node=1, message="node 1 of the cluster is lost: silent")
         run._close_attempt("completed", "", 0)
 
-    run._first_box = lambda: box  # type: ignore[method-assign]
-    run._attempt = attempt  # type: ignore[method-assign]
-    run._replace_box = lambda lost, on_demand: replaced.append(on_demand) or box  # type: ignore[method-assign]
+    return attempt
+
+
+def test_a_run_replaces_the_lost_node_then_the_whole_cluster_on_demand(tmp_path, monkeypatch):
+    """Run._run's loop (run/session.py) with the policy: node 1 lost twice on a 2-node spot
+    cluster, --spot-recovery 1 --fallback-on-demand: first node 1 alone is replaced (same
+    market), then the whole cluster on on-demand; then the attempt that follows completes."""
+    from orchestrator.provision import node_replace
+    from orchestrator.run.session import BoxLost
+
+    run, box, cluster, said = _cluster_run(tmp_path)
+    alone: list[int] = []
+    whole: list[bool] = []
+    monkeypatch.setattr(
+        node_replace, "replace_node", lambda name, index, say, progress: alone.append(index) or box
+    )
+    run._attempt = _script(run, cluster, ["lost", "lost", "done"])  # type: ignore[method-assign]
+    run._replace_box = lambda lost, on_demand: whole.append(on_demand) or box  # type: ignore[method-assign]
     run._run()
-    assert replaced == [False, True]
+    assert alone == [1] and whole == [True]
     assert run.report.losses_by_node() == {"1": 2} and run.report.recoveries == 2
     assert [a.outcome for a in run.report.attempts] == ["lost", "lost", "completed"]
+    assert [a.recovery for a in run.report.attempts] == [
+        "node replaced", "cluster re-provisioned", ""
+    ]  # fmt: skip
+    assert run.report.to_dict()["recoveries_by_node"] == {
+        "1": {"lost": 2, "node replaced": 1, "cluster re-provisioned": 1}
+    }
+    assert "recovery 1 of 2: replacing node 1 alone" in said[0]
     assert "recovery 2 of 2: re-provisioning the whole cluster (2 nodes), on on-demand" in said[1]
     # A third loss would be past the budget: the loss ends the run.
-    outcomes = iter(["lost", "lost", "lost"])
+    run._attempt = _script(run, cluster, ["lost"] * 3)  # type: ignore[method-assign]
     run.report.attempts.clear()
-    replaced.clear()
+    alone.clear()
+    whole.clear()
     with pytest.raises(BoxLost):
         run._run()
-    assert replaced == [False, True]
+    assert alone == [1] and whole == [True]
+
+
+def test_a_node_that_cannot_be_replaced_falls_back_to_the_whole_cluster(tmp_path, monkeypatch):
+    from orchestrator.provision import node_replace
+    from orchestrator.provision.node_replace import NodeNotReplaced
+
+    run, box, cluster, said = _cluster_run(tmp_path, market="on-demand")
+    whole: list[bool] = []
+
+    def refused(name, index, say, progress):
+        raise NodeNotReplaced(
+            f"node {index} could not be replaced: terraform apply failed: "
+            "InsufficientInstanceCapacity"
+        )
+
+    monkeypatch.setattr(node_replace, "replace_node", refused)
+    run._attempt = _script(run, cluster, ["lost", "done"])  # type: ignore[method-assign]
+    run._replace_box = lambda lost, on_demand: whole.append(on_demand) or box  # type: ignore[method-assign]
+    run._run()
+    assert whole == [False]  # the first recovery, same market: the whole cluster, anew
+    lost = run.report.attempts[0]
+    assert lost.recovery == "cluster re-provisioned"
+    assert "InsufficientInstanceCapacity" in lost.recovery_note
+    assert any(
+        "InsufficientInstanceCapacity; re-provisioning the whole cluster (2 nodes)" in line
+        for line in said
+    )
+    assert run.report.recoveries_by_node() == {"1": {"lost": 1, "cluster re-provisioned": 1}}

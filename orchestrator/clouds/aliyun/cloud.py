@@ -56,6 +56,9 @@ class AliyunCloud:
     # https://www.alibabacloud.com/help/zh/doc-detail/91258.htm): `orch plan` offers no spot
     # Aliyun cluster (sizing/select.py), and terraform.py refuses one.
     spot_clusters = False
+    # A cluster's nodes in its box root module (templates/aliyun: module "box";
+    # terraform/modules/aliyun_gpu/main.tf: alicloud_instance.this, count = node_count).
+    node_resource = "module.box.alicloud_instance.this"
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aliyun.toml

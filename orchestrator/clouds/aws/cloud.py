@@ -38,6 +38,9 @@ class AwsCloud:
     root_volume_gib_max = 16384
     image_keys = ("id", "ssm_parameter", "name_filter", "name_regex", "owners")
     image_id_re = re.compile(r"ami-[0-9a-f]{8,17}")
+    # A cluster's nodes in its box root module (templates/aws: module "box";
+    # terraform/modules/aws_gpu/main.tf: aws_instance.this, count = node_count).
+    node_resource = "module.box.aws_instance.this"
 
     def catalog_file(self) -> Path | None:
         return None  # orchestrator/catalog/data/aws.toml
