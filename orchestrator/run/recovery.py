@@ -11,9 +11,10 @@ went away: whether to recover, on which market, how many recoveries are left (is
   --fallback-on-demand. A cluster spends the same budget, and relaunches the same world size.
 - A cluster replaces the lost node alone when it can (`replaces_node`): in its own Terraform
   root, the same placement group and market (provision/node_replace.py); the other nodes keep
-  their instances. When that apply fails (no capacity in the group's zone, anything else), or
-  the market changes (spot recoveries spent: on-demand), or its cloud cannot name a node's
-  resource, the whole cluster is re-provisioned (destroy, then up of the same request).
+  their instances. When its plan would replace another node too (drift), when the apply fails
+  (no capacity in the group's zone, anything else), when the market changes (spot recoveries
+  spent: on-demand), or when its cloud cannot name a node's resource, the whole cluster is
+  re-provisioned (destroy, then up of the same request).
 - A new box or cluster: the lost candidate first (its region's other zones before the lost
   zone), then the plan's other candidates; all on on-demand once the spot recoveries are spent.
 
