@@ -23,22 +23,20 @@ import os
 import shutil
 import signal
 import threading
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests import support
 from tests.e2e import sshbox
 from tests.e2e.conftest import moto_client
 from tests.e2e.test_aws_cluster import tagged_left
 from tests.e2e.test_run import (
     CIDR,
     COUNTER_PY,
-    MOTO_AMI,
     Lines,
     assert_nothing_tagged,
+    candidate,
     checkpointed_count,
     instances,
     wait_until,
@@ -49,14 +47,6 @@ pytestmark = pytest.mark.e2e
 
 NAME = "run-nodes"
 COUNT = 40
-
-candidate = partial(
-    support.candidate,
-    region="us-east-1",
-    image={"id": MOTO_AMI},
-    root_volume_gib=120,
-    ssh_user=os.environ.get("USER") or __import__("getpass").getuser(),
-)
 
 
 class NodeRouter:
