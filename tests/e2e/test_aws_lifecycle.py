@@ -431,9 +431,7 @@ def test_insufficient_capacity_in_one_zone_tries_the_next_zone(
         assert set(capacity_proxy.refused) == {"g4dn.xlarge@us-east-1a"}
     box = json.loads(result.stdout)
     assert box["instance_type"] == "g4dn.xlarge"
-    assert [(a["zone"], a["error"]) for a in box["attempts"]] == [
-        ("us-east-1a", "Unsupported")
-    ]
+    assert [(a["zone"], a["error"]) for a in box["attempts"]] == [("us-east-1a", "Unsupported")]
     (instance,) = live_instances(ec2, name)
     assert instance["InstanceType"] == "g4dn.xlarge"
     assert instance["Placement"]["AvailabilityZone"] == "us-east-1b"

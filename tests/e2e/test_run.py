@@ -25,6 +25,7 @@ pytestmark = pytest.mark.e2e
 
 CIDR = "203.0.113.7/32"
 MOTO_AMI = "ami-1e749f67"
+SPOT_BUCKET = "ckpt-spot"  # the spot test's own: the moto server is shared
 
 candidate = partial(
     support.candidate,
@@ -300,12 +301,15 @@ pathlib.Path("outputs", "count.json").write_text(json.dumps(done))
 """
 
 
-def checkpointed_count(s3: Any) -> int:
-    """How far the newest committed checkpoint in the store got."""
-    listing = s3.list_objects_v2(Bucket="ckpt", Prefix="runs/")["Contents"]
+def checkpointed_count(s3: Any, bucket: str) -> int:
+    """How far the newest committed checkpoint in the store got.
+
+    Each test keeps its checkpoints in a bucket of its own: the moto server is shared by the
+    whole session, so a bucket two tests wrote to would mix their runs."""
+    listing = s3.list_objects_v2(Bucket=bucket, Prefix="runs/")["Contents"]
     latest = next(o["Key"] for o in listing if o["Key"].endswith("/checkpoints/LATEST"))
-    seq = s3.get_object(Bucket="ckpt", Key=latest)["Body"].read().decode().strip()
-    state = s3.get_object(Bucket="ckpt", Key=latest.replace("LATEST", f"{seq}/state.json"))
+    seq = s3.get_object(Bucket=bucket, Key=latest)["Body"].read().decode().strip()
+    state = s3.get_object(Bucket=bucket, Key=latest.replace("LATEST", f"{seq}/state.json"))
     return len(json.loads(state["Body"].read())["done"])
 
 
@@ -332,7 +336,7 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     from tests.sim.identity import MotoInstanceIdentity
     from tests.sim.metadata import MetadataService
 
-    s3.create_bucket(Bucket="ckpt")
+    s3.create_bucket(Bucket=SPOT_BUCKET)
     routes = sshbox.route_every_host(box_server, tmp_path / "routes")
     box_home = tmp_path / "box-home"
     with MetadataService() as metadata:
@@ -357,7 +361,7 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         plan = plan_file(tmp_path, candidate("g5.xlarge", "spot", price_per_hour=0.4))
         proc = orch_process(
             *run_args(plan, "run-spot", workdir, "--checkpoint-dir", "ckpt",
-                      "--store", "s3://ckpt/runs", "--checkpoint-interval", "1",
+                      "--store", f"s3://{SPOT_BUCKET}/runs", "--checkpoint-interval", "1",
                       "--spot-recovery", "1", "--fetch", "outputs", "--json",
                       "--", "python3", "counter.py", "30", "0.3"),
             env=env,
@@ -369,10 +373,11 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         statements = role_policy_of(ec2, iam, first)["Statement"]
         objects = next(s for s in statements if "s3:PutObject" in s["Action"])
         (resource,) = objects["Resource"]
-        assert resource.startswith("arn:aws:s3:::ckpt/runs/r-") and resource.endswith("/*")
+        assert resource.startswith(f"arn:aws:s3:::{SPOT_BUCKET}/runs/r-")
+        assert resource.endswith("/*")
         listing = next(s for s in statements if s["Action"] == ["s3:ListBucket"])
-        assert listing["Resource"] == ["arn:aws:s3:::ckpt"]
-        run_prefix = resource.removeprefix("arn:aws:s3:::ckpt/")
+        assert listing["Resource"] == [f"arn:aws:s3:::{SPOT_BUCKET}"]
+        run_prefix = resource.removeprefix(f"arn:aws:s3:::{SPOT_BUCKET}/")
         assert listing["Condition"] == {"StringLike": {"s3:prefix": [run_prefix]}}
 
         # The spot service gives notice: the agent uploads the checkpoint at once.
@@ -380,7 +385,7 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         (run_dir,) = (box_home / ".orch" / "runs").iterdir()
         wait_until((run_dir / "interruption.json").exists, "the agent to see the notice")
         wait_until((run_dir / "last_upload.json").exists, "an upload")
-        saved = checkpointed_count(s3)
+        saved = checkpointed_count(s3, SPOT_BUCKET)
         assert saved >= 5
 
         # ...and takes the box: the instance terminates (with EC2's reclaim reason), its

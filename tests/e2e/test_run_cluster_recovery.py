@@ -47,6 +47,7 @@ pytestmark = pytest.mark.e2e
 
 NAME = "run-nodes"
 COUNT = 40
+BUCKET = "ckpt-recovery"  # this test's own: the moto server is shared
 
 
 class NodeRouter:
@@ -108,8 +109,9 @@ class NodeRouter:
 
 def stored_count(s3: Any) -> int:
     """How far the newest checkpoint in the store got (0 before the first one)."""
-    listing = s3.list_objects_v2(Bucket="ckpt", Prefix="runs/").get("Contents", [])
-    return checkpointed_count(s3) if any(o["Key"].endswith("/LATEST") for o in listing) else 0
+    listing = s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/").get("Contents", [])
+    stored = any(o["Key"].endswith("/LATEST") for o in listing)
+    return checkpointed_count(s3, BUCKET) if stored else 0
 
 
 def node_server(root: Path, home: Path, extra: dict[str, str]) -> sshbox.SshBox:
@@ -127,7 +129,7 @@ def test_a_lost_node_is_replaced_alone_and_the_count_finishes_once(
 
     require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
     require(shutil.which("rsync"), "rsync (orch run syncs with it)")
-    s3.create_bucket(Bucket="ckpt")
+    s3.create_bucket(Bucket=BUCKET)
     endpoint = aws_env["AWS_ENDPOINT_URL"]
     homes = [tmp_path / "home-0", tmp_path / "home-1", tmp_path / "home-1b"]
     servers: list[sshbox.SshBox] = []
@@ -197,7 +199,8 @@ def _run_and_silence_node_1(
     proc = orch_process(
         "run", "--plan", plan, "--name", NAME, "--ssh-cidr", CIDR, "--workdir", str(workdir),
         "--watch-interval", "1", "--ssh-lost-after", "5", "--launcher", "none",
-        "--checkpoint-dir", "ckpt", "--store", "s3://ckpt/runs", "--checkpoint-interval", "1",
+        "--checkpoint-dir", "ckpt", "--store", f"s3://{BUCKET}/runs",
+        "--checkpoint-interval", "1",
         "--spot-recovery", "1", "--fetch", "outputs", "--json",
         "--", "python3", "counter.py", str(COUNT), "0.5",
         env={**aws_env, "ORCH_SSH_CONFIG": str(router.path)},

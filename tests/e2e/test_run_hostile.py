@@ -17,27 +17,18 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import pytest
 
-from tests import support
 from tests.e2e import sshbox
 from tests.e2e.conftest import REPO, aws_environment, free_port, moto_client, orch_argv, run_orch
-from tests.e2e.test_run import CIDR, MOTO_AMI, Lines, wait_until
+from tests.e2e.test_run import CIDR, Lines, candidate, wait_until
 from tests.support import ok, plan_file, require
 
 pytestmark = pytest.mark.e2e
 
 BOX = "hostile"
-candidate = partial(
-    support.candidate,
-    region="us-east-1",
-    image={"id": MOTO_AMI},
-    root_volume_gib=120,
-    ssh_user=os.environ.get("USER") or __import__("getpass").getuser(),
-)
 
 
 @dataclass
