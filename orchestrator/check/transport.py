@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from orchestrator import clouds
 from orchestrator.clouds.base import Unreachable
+from orchestrator.clouds.registry import HasAgentTransport, agent_via_of
 from orchestrator.clouds.values import CommandResult
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_FAILURE, OrchError, UsageError
 
@@ -412,7 +413,7 @@ class LocalTransport:
 
 # ------------------------------------------------------------------------------ cloud agents
 # A cloud's in-guest agent (SSM on AWS, Cloud Assistant on Aliyun) is the cloud's own
-# transport: `clouds.get(box.cloud).agent_transport(...)`, chosen by `--via <agent_via>`.
+# transport: its optional `agent_transport(...)` (HasAgentTransport), chosen by `--via`.
 
 
 # ---------------------------------------------------------------------------------- choice
@@ -439,7 +440,7 @@ def box_address(box: Box) -> str:
 
 def vias() -> tuple[str, ...]:
     """ssh, then the agent of every registered cloud that has one."""
-    agents = (c.agent_via for c in clouds.all_clouds() if c.agent_via)
+    agents = (via for via in map(agent_via_of, clouds.all_clouds()) if via)
     return tuple(dict.fromkeys(("ssh", *agents)))
 
 
@@ -462,9 +463,10 @@ def transport_for_box(box: Box, via: str = "ssh", ssh_config: str | None = None)
 def agent_transport(box: Box, via: str) -> Transport:
     """The box's cloud's agent, when `via` names it (`--via ssm` on an AWS box, ...)."""
     cloud = clouds.get(box.cloud)
-    if cloud.agent_via != via:
-        owners = [c.title for c in clouds.all_clouds() if c.agent_via == via]
-        theirs = f"use {cloud.agent_via} on {cloud.title}" if cloud.agent_via else "use ssh"
+    own = agent_via_of(cloud)
+    if own != via or not isinstance(cloud, HasAgentTransport):
+        owners = [c.title for c in clouds.all_clouds() if agent_via_of(c) == via]
+        theirs = f"use {own} on {cloud.title}" if own else "use ssh"
         raise UsageError(
             f"--via {via} works only for {' or '.join(owners) or 'no'} boxes ({theirs})"
         )

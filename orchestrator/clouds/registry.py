@@ -49,10 +49,9 @@ class Cloud(Protocol):
     title: str  # for people: "AWS"
     # Tag key prefixes the cloud reserves (users may not set tags with them).
     reserved_tag_prefixes: tuple[str, ...]
-    # `orch check --via <agent_via>` uses the cloud's in-guest agent; None: the cloud has none.
-    agent_via: str | None
-    # Optional capabilities are the small protocols below (HasKeyType, WatchesInstances,
-    # ServesObjectStore, KnowsVcpuQuota, ResolvesImages, ServesBoxMetadata, ReplacesNodes),
+    # Optional capabilities are the small protocols below (HasPriceApi, KnowsZoneStock,
+    # HasAgentTransport, HasKeyType, WatchesInstances, ServesObjectStore, KnowsVcpuQuota,
+    # ResolvesImages, ServesBoxMetadata, ReplacesNodes),
     # checked with isinstance by the *_of helpers.
 
     # -- catalog and planning (offline: no SDK may load here)
@@ -62,10 +61,6 @@ class Cloud(Protocol):
 
     def image_for(self, instance: Any) -> ImageChoice:
         """The image a catalog InstanceType boots."""
-        ...
-
-    def price_api(self) -> PriceApi | None:
-        """The API `orch catalog refresh` reads current prices from; None: it has none."""
         ...
 
     # -- Terraform
@@ -100,10 +95,6 @@ class Cloud(Protocol):
         ...
 
     # -- capacity
-    def zones_with_stock(self, region: str, instance_type: str, spot: bool) -> list[str] | None:
-        """Zones that can launch the type now, best first; None when the cloud cannot tell."""
-        ...
-
     def error_kind(self, code: str) -> ErrorKind:
         """Classify one of the cloud's API error codes."""
         ...
@@ -123,14 +114,35 @@ class Cloud(Protocol):
         """Delete what `list_tagged` found (one box's), in dependency order."""
         ...
 
-    # -- check --via
-    def agent_transport(self, instance_id: str, region: str) -> AgentTransport:
-        """The transport for `orch check --via <agent_via>`."""
-        ...
-
 
 # Optional capabilities: a cloud has one when it has the member (checked with isinstance;
 # runtime_checkable protocols test that the members exist, not their signatures).
+
+
+@runtime_checkable
+class HasPriceApi(Protocol):
+    """The API `orch catalog refresh` reads current prices from (a cloud without it keeps
+    the prices of its catalog file)."""
+
+    def price_api(self) -> PriceApi: ...
+
+
+@runtime_checkable
+class KnowsZoneStock(Protocol):
+    """Zones that can launch the type now, best first; None when it cannot tell for this type
+    (a cloud without it leaves the zone to its module)."""
+
+    def zones_with_stock(self, region: str, instance_type: str, spot: bool) -> list[str] | None: ...
+
+
+@runtime_checkable
+class HasAgentTransport(Protocol):
+    """An in-guest agent (SSM, Cloud Assistant): `orch check --via <agent_via>` runs the check
+    through `agent_transport(instance_id, region)` instead of SSH."""
+
+    agent_via: str
+
+    def agent_transport(self, instance_id: str, region: str) -> AgentTransport: ...
 
 
 @runtime_checkable
@@ -190,6 +202,25 @@ class ReplacesNodes(Protocol):
     `terraform apply -replace=<node_resource>[k]` (provision/node_replace.py)."""
 
     node_resource: str
+
+
+def price_api_of(cloud: Cloud) -> PriceApi | None:
+    """The cloud's `price_api()` where it has one; None: its catalog's prices are all there is."""
+    return cloud.price_api() if isinstance(cloud, HasPriceApi) else None
+
+
+def zones_with_stock_of(
+    cloud: Cloud, region: str, instance_type: str, spot: bool
+) -> list[str] | None:
+    """The cloud's `zones_with_stock(...)` where it has one; None: the module picks the zone."""
+    if not isinstance(cloud, KnowsZoneStock):
+        return None
+    return cloud.zones_with_stock(region, instance_type, spot)
+
+
+def agent_via_of(cloud: Cloud) -> str | None:
+    """The `--via` name of the cloud's in-guest agent; None: it has none (SSH only)."""
+    return str(cloud.agent_via) if isinstance(cloud, HasAgentTransport) else None
 
 
 def node_resource_of(cloud: Cloud) -> str | None:

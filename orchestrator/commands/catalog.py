@@ -19,6 +19,7 @@ from orchestrator import clouds
 from orchestrator.catalog import load_gpus, load_instances, load_models
 from orchestrator.catalog.loader import CLOUDS
 from orchestrator.catalog.schema import InstanceType, ModelEntry
+from orchestrator.clouds.registry import price_api_of
 from orchestrator.errors import UsageError
 
 PRECISION_COLUMNS = ("fp32", "tf32", "fp16", "bf16")
@@ -412,7 +413,7 @@ def refresh_command(
       orch catalog refresh --cloud aliyun --region cn-hangzhou --type ecs.gn7i-c8g1.2xlarge
       orch catalog refresh --cloud aws --region us-east-1 --type p5.48xlarge
     """
-    api = clouds.get(cloud).price_api()
+    api = price_api_of(clouds.get(cloud))
     if api is None:
         raise UsageError(f"{cloud} has no price API to refresh from")
     instances, names, wanted_regions = _refresh_targets(cloud, regions, types)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator import clouds
+from orchestrator.clouds.registry import zones_with_stock_of
 from orchestrator.errors import OrchError
 from orchestrator.plan import Candidate
 from orchestrator.provision.terraform import TerraformError
@@ -56,8 +57,8 @@ def zones_to_try(
     `avoid` last; [None] (the module picks) when it cannot tell. Raises CloudError when no
     zone has stock."""
     try:
-        zones = cloud.zones_with_stock(
-            candidate.region, candidate.instance_type, candidate.market == "spot"
+        zones = zones_with_stock_of(
+            cloud, candidate.region, candidate.instance_type, candidate.market == "spot"
         )
     except clouds.CloudError as exc:
         if exc.kind.fails_over:

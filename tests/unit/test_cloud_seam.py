@@ -204,7 +204,6 @@ class MemoryCloud:
     name = "memory"
     title = "Memory"
     reserved_tag_prefixes: tuple[str, ...] = ()
-    agent_via = None
 
     def __init__(self, resources: list[TaggedResource], fail: Exception | None = None):
         self.resources = resources
@@ -354,3 +353,33 @@ def test_optional_capabilities_are_protocols_checked_with_isinstance():
     assert registry.vcpu_quota_of(bare, "r", "p5.48xlarge", False) is None  # type: ignore[arg-type]
     assert registry.ssh_key_type_of(clouds.get("aliyun")) == "rsa"
     assert isinstance(clouds.get("aws"), registry.WatchesInstances)
+
+
+def test_price_api_zone_stock_and_agent_are_optional_too(faux_cloud):
+    """The three members that used to be mandatory and return None (issue 19 item 6): a cloud
+    without them gets no price refresh, the module's choice of zone, and SSH alone."""
+    from orchestrator.check.transport import vias
+    from orchestrator.provision.failover import zones_to_try
+    from tests import support
+
+    class Bare:
+        name = "bare"
+
+    bare = Bare()
+    assert registry.price_api_of(bare) is None  # type: ignore[arg-type]
+    assert registry.zones_with_stock_of(bare, "r", "t", False) is None  # type: ignore[arg-type]
+    assert registry.agent_via_of(bare) is None  # type: ignore[arg-type]
+    candidate = support.candidate("g5.xlarge")  # any plan row: the bare cloud is asked
+    assert zones_to_try(bare, candidate) == [None]  # type: ignore[arg-type]
+    for cloud in (clouds.get("aws"), clouds.get("aliyun")):
+        assert isinstance(cloud, registry.HasPriceApi) and isinstance(
+            cloud, registry.KnowsZoneStock
+        )
+        assert registry.price_api_of(cloud) is not None
+    assert [registry.agent_via_of(c) for c in clouds.all_clouds()] == [
+        "ssm", "cloud-assistant", "faux-agent"
+    ]  # fmt: skip
+    faux = clouds.get("faux")  # a zone list and an agent, but no price API
+    assert not isinstance(faux, registry.HasPriceApi) and registry.price_api_of(faux) is None
+    assert registry.zones_with_stock_of(faux, "faux-1", "faux.small", False) == ["faux-1a"]
+    assert "faux-agent" in vias()

@@ -75,7 +75,7 @@ class AliyunCloud:
 
         return image_for(instance)
 
-    def price_api(self) -> PriceApi | None:
+    def price_api(self) -> PriceApi:
         from orchestrator.clouds.aliyun.prices import PRICE_API
 
         return PRICE_API

@@ -50,7 +50,7 @@ class AwsCloud:
 
         return image_for(instance)
 
-    def price_api(self) -> PriceApi | None:
+    def price_api(self) -> PriceApi:
         from orchestrator.clouds.aws.prices import PRICE_API
 
         return PRICE_API
