@@ -3,13 +3,14 @@
 usage: measure_gpu.py CONFIG.json BATCH SEQ_OR_IMAGE PRECISION ATTENTION GC LORA [TARGET_SEQ]
                       [--quantize 4bit|8bit] [--steps N]
 
-The method of ../shared/gpu-measurements/measure_gpu.py (2026-12-04), extended with quantised base
-weights as a QLoRA user gets them from transformers + bitsandbytes + peft: every nn.Linear but
-lm_head becomes bitsandbytes Linear4bit (NF4, double quantisation, bf16 compute) or Linear8bitLt
-(LLM.int8, threshold 6.0), then peft's prepare_model_for_kbit_training (non-quantised weights to
-fp32, input grads for checkpointing) and LoRA on q_proj/v_proj; the step runs under bf16 autocast.
-With --quantize the NVML peak and the allocator peaks are reset after the model is built, as a
-shard-by-shard quantised load never holds the bf16 model whole.  Prints one JSON line.
+The method of the H200 runs in benchmarks/data/ (2026-12-04, see its README), extended with
+quantised base weights as a QLoRA user gets them from transformers + bitsandbytes + peft: every
+nn.Linear but lm_head becomes bitsandbytes Linear4bit (NF4, double quantisation, bf16 compute)
+or Linear8bitLt (LLM.int8, threshold 6.0), then peft's prepare_model_for_kbit_training (non-
+quantised weights to fp32, input grads for checkpointing) and LoRA on q_proj/v_proj; the step
+runs under bf16 autocast. With --quantize the NVML peak and the allocator peaks are reset after
+the model is built, as a shard-by-shard quantised load never holds the bf16 model whole. Prints
+one JSON line.
 """
 
 import argparse

@@ -40,10 +40,13 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "orchestrator.provision",
         "orchestrator.check",
-        "orchestrator.ci_runner",
         # Code that runs on the box, and the files orch ships with it (the clouds' metadata).
         "orchestrator.boxside",
     ),
+    # CI runners: they add a user-data section to a launch request and read box records, so
+    # they sit above provision, which never asks for them (issue 19 item 3: `down` gets a
+    # `forget_runner` callback instead).
+    ("orchestrator.ci_runner",),
     # A job on a box, a pool of boxes, and the sweeper (which reads pool records): they use
     # provision, check and the clouds.
     ("orchestrator.run", "orchestrator.pool", "orchestrator.sweep", "orchestrator.doctor"),
