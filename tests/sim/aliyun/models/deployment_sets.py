@@ -161,13 +161,18 @@ class DeploymentSetBackend:
             self.vcpu_quotas[(region, spot)] = limit
 
     def account_vcpus(self, region: str, attribute: str) -> int:
-        """The value of one of VCPU_ATTRIBUTES in `region`."""
+        """The value of one of VCPU_ATTRIBUTES in `region`: a used-* count is the vCPUs of the
+        instance types of the region's pay-as-you-go instances (spot ones for the spot count)
+        not yet released; subscription (PrePaid) instances count under neither quota."""
         spot = "-spot-" in attribute
         with self.lock:
             if attribute.startswith("max-"):
                 return self.vcpu_quotas.get((region, spot), DEFAULT_VCPU_QUOTA)
+            self.reap()
             return sum(
                 i.spec.cpu
                 for i in self.instances.values()
-                if i.region == region and (i.spot_strategy != "NoSpot") == spot
+                if i.region == region
+                and i.charge_type == "PostPaid"
+                and (i.spot_strategy != "NoSpot") == spot
             )
