@@ -16,7 +16,9 @@ Reusable by every e2e suite:
     capacity_proxy     session: an HTTP proxy in front of moto that answers RunInstances for
                        chosen instance types with an EC2 capacity/quota error (moto itself
                        never runs out of capacity), or lets a zone launch N instances and
-                       refuse the rest, and makes S3 conditional writes atomic
+                       refuse the rest, makes S3 conditional writes atomic, and, inside a
+                       test's `private_ips_on_loopback` block, gives every instance a
+                       private address on this machine's loopback
     s3_atomic_url      session: that proxy's URL, for AWS_ENDPOINT_URL in tests that race
                        S3 conditional writes (moto alone lets two of them both succeed)
 
@@ -33,6 +35,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -343,6 +346,7 @@ class CapacityProxy:
         self.launched: dict[str, int] = {}  # zone -> RunInstances forwarded while run_out
         self._launch_guard = threading.Lock()
         self.spot_reclaimed: set[str] = set()  # instance ids the "spot service" took back
+        self.loopback_private = False  # see private_ips_on_loopback
         self._object_locks: dict[str, threading.Lock] = {}  # "host path" -> lock (S3 writes)
         self._object_locks_guard = threading.Lock()
         self.placement = PlacementGroups(REGION)  # what moto lacks (tests/sim/ec2_placement.py)
@@ -485,7 +489,10 @@ class CapacityProxy:
         """DescribeInstances: instances in `spot_reclaimed` carry the StateReason EC2 gives a
         reclaimed spot instance (moto can only terminate as the user does), and members of a
         placement group its name (tests/sim/ec2_placement.py). DescribeLaunchTemplateVersions:
-        without the template's own tags in its data (`template_data_as_ec2`)."""
+        without the template's own tags in its data (`template_data_as_ec2`). Any EC2 answer
+        inside `private_ips_on_loopback`: private addresses on the loopback."""
+        if self.loopback_private and ec2_form(body):
+            data = loopback_private_ips(data)
         if b"Action=DescribeLaunchTemplateVersions" in body:
             return template_data_as_ec2(data)
         if b"Action=DescribeInstances" not in body:
@@ -545,6 +552,21 @@ class CapacityProxy:
         finally:
             self.refuse = {}
 
+    @contextlib.contextmanager
+    def private_ips_on_loopback(self) -> Iterator[CapacityProxy]:
+        """Within the block, every private IPv4 address in an EC2 answer is on this machine's
+        loopback (`loopback_private_ips`), in every answer alike (RunInstances,
+        DescribeInstances, network interfaces): what Terraform records and orch reads as a
+        node's private address is one a loopback "node" can listen on and reach, so torchrun's
+        rendezvous at rank 0's private address and each node's --local-addr are real (moto's
+        10.x / 172.31.x addresses are nowhere). Off again after it: the proxy serves the
+        whole session."""
+        self.loopback_private = True
+        try:
+            yield self
+        finally:
+            self.loopback_private = False
+
     def __enter__(self) -> CapacityProxy:
         self.thread.start()
         return self
@@ -559,6 +581,20 @@ def ec2_form(body: bytes) -> dict[str, list[str]]:
     if not body.startswith(b"Action=") and b"&Action=" not in body:
         return {}
     return parse_qs(body.decode("utf-8", "replace"))
+
+
+PRIVATE_IPV4 = re.compile(
+    rb"<privateIpAddress>\d{1,3}\.(\d{1,3}\.\d{1,3}\.\d{1,3})</privateIpAddress>"
+)
+
+
+def loopback_private_ips(data: bytes) -> bytes:
+    """Every <privateIpAddress>A.B.C.D</privateIpAddress> (the element EC2's Query API answers
+    an instance's, an interface's and an address's private IPv4 address in) as 127.B.C.D.
+    Linux routes all of 127.0.0.0/8 to lo, so each is an address of this machine; moto gives
+    the instances of one subnet distinct addresses (one /8: 10.x or the default VPC's
+    172.31.x), so they stay distinct."""
+    return PRIVATE_IPV4.sub(rb"<privateIpAddress>127.\1</privateIpAddress>", data)
 
 
 # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_StateReason.html
@@ -597,8 +633,6 @@ def template_data_as_ec2(data: bytes) -> bytes:
     .../API_LaunchTemplateTagSpecificationRequest.html). Left in, the provider sees a
     tag_specifications block the module never set, plans to update the template, and with it
     every node's launch_template version: a plan that replaces the nodes."""
-    import re
-
     own = rb"<item><resourceType>launch-template</resourceType><tagSet>.*?</tagSet></item>"
     return re.sub(own, b"", data, flags=re.S)
 

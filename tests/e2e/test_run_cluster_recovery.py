@@ -1,39 +1,49 @@
 """A cluster that `orch run` provisions loses a node and recovers (issue 24 item 5), end to end:
 real Terraform core + hashicorp/aws against moto (behind the tests' proxy, which serves the
 placement groups moto lacks), a real sshd per node on loopback, real rsync, checkpoints in
-moto's S3 with the credentials the metadata stand-in hands each node.
+moto's S3 with the credentials the metadata stand-in hands each node, and a real
+`python -m torch.distributed.run` (CPU, gloo) DDP job across the nodes.
 
-2 x g5.xlarge on-demand, `--spot-recovery 1` (the recovery budget), `--launcher none`: every
-node runs the same counter (each restores the checkpoint; rank 0's is streamed and uploaded).
-Node 1 goes silent mid-run (no SSH answer for `--ssh-lost-after`, its processes and disk gone,
-EC2 still says running): orch replaces node 1 alone in the cluster's Terraform root
-(`terraform apply -replace`), node 0 keeps its instance, both stay in the placement group, the
-count resumes from the checkpoint and finishes exactly once, the report counts the loss and
-the replacement per node, and nothing tagged is left.
+2 x g5.xlarge on-demand, `--spot-recovery 1` (the recovery budget), `--launcher torchrun`: a
+tiny DDP model trained one step per count, rank 0 checkpointing the count and the weights
+(orch restores the checkpoint on every node; rank 0's is uploaded). Node 1 is lost mid-run (no
+SSH answer for `--ssh-lost-after`, every process of it killed, its disk gone, EC2 still says
+running): orch replaces node 1 alone in the cluster's Terraform root (`terraform apply
+-replace`), node 0 keeps its instance, both stay in the placement group, the job starts again
+with the same world size at the new node's address, every rank resumes from the same
+checkpoint, the count finishes exactly once (and the weights are those of a run never
+interrupted), node I holds global rank I and the final all_reduce sees both ranks, the report
+counts the loss and the replacement per node, and nothing tagged is left.
 
 moto's addresses cannot be reached, so each instance's public address is routed to an sshd of
 its own (`NodeRouter`, keyed by the instance's orch:node tag): the replacement of node 1 is a
-new machine (its own sshd, host key and disk).
+new machine (its own sshd, host key and disk). Their private addresses would be nowhere too:
+the proxy puts each on this machine's loopback (`CapacityProxy.private_ips_on_loopback`, in
+every EC2 answer, so Terraform's outputs carry them), so torchrun's rendezvous at rank 0's
+private address and each node's --local-addr are real.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import shutil
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import support
 from tests.e2e import sshbox
 from tests.e2e.conftest import moto_client
 from tests.e2e.test_aws_cluster import tagged_left
 from tests.e2e.test_run import (
     CIDR,
-    COUNTER_PY,
     Lines,
     assert_nothing_tagged,
     candidate,
@@ -41,6 +51,7 @@ from tests.e2e.test_run import (
     instances,
     wait_until,
 )
+from tests.e2e.test_run_cluster import results
 from tests.support import plan_file, require
 
 pytestmark = pytest.mark.e2e
@@ -48,6 +59,68 @@ pytestmark = pytest.mark.e2e
 NAME = "run-nodes"
 COUNT = 40
 BUCKET = "ckpt-recovery"  # this test's own: the moto server is shared
+# Small enough that one step more or less moves every weight by ~1e-3 (measured: 8e-4 at the
+# least), far over `trained`'s tolerance; large enough that 40 steps are far from converged.
+LR = 0.001
+
+# test_run_cluster.py's DDP_PY with test_run.py's COUNTER_PY in it: one DDP step a count, the
+# count and the weights checkpointed by rank 0 (whole or absent), restored by every rank from
+# its node's checkpoint folder (orch restores it on every node: remote.LaunchEnv, wrapper.py).
+DDP_COUNTER_PY = """\
+import json, os, pathlib, sys, time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+attempt = os.environ["ORCH_ATTEMPT"]
+target, lr = int(sys.argv[1]), float(sys.argv[3])
+# The first attempt counts slowly (node 1 is lost mid-count), the second fast.
+delay = float(sys.argv[2]) / (1 if attempt == "1" else 20)
+ckpt = pathlib.Path(os.environ["ORCH_CHECKPOINT_DIR"])
+state = ckpt / "state.json"
+saved = json.loads(state.read_text()) if state.exists() else {"done": [], "model": {}}
+done = saved["done"]
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+if saved["model"]:
+    model.load_state_dict({k: torch.tensor(v) for k, v in saved["model"].items()})
+restored = [None] * world
+dist.all_gather_object(restored, len(done))  # how far each rank's checkpoint got
+got = ",".join(str(n) for n in restored)
+if rank == 0:
+    print(f"attempt={attempt} resumed={os.environ['ORCH_RESUMED']} world={world} "
+          f"ips={os.environ['ORCH_NODE_IPS']} restored={got} from={len(done)}", flush=True)
+ddp = DistributedDataParallel(model)
+optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+for n in range(len(done) + 1, target + 1):
+    loss = ddp(torch.full((8, 4), float(rank + 1))).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    done.append(n)
+    if rank == 0:
+        weights = {k: v.tolist() for k, v in model.state_dict().items()}
+        tmp = ckpt / "state.json.tmp"
+        tmp.write_text(json.dumps({"done": done, "model": weights}))
+        os.replace(tmp, state)  # a checkpoint is whole or absent
+        print(f"count {n}", flush=True)
+    time.sleep(delay)
+total = torch.tensor([float(rank)])
+dist.all_reduce(total)  # the final all_reduce: 0 + 1 + ... + world - 1 on every rank
+result = json.dumps({
+    "rank": rank, "world": world, "local_rank": int(os.environ["LOCAL_RANK"]),
+    "node": int(os.environ["ORCH_NODE_RANK"]), "nodes": int(os.environ["ORCH_NUM_NODES"]),
+    "master": os.environ["MASTER_ADDR"], "attempt": int(attempt), "sum": total.item(),
+    "weights": [p.detach().flatten().tolist() for p in model.parameters()]})
+os.write(1, f"RESULT {result}\\n".encode())  # one write: a node's workers share its log
+if rank == 0:
+    pathlib.Path("outputs").mkdir(exist_ok=True)
+    pathlib.Path("outputs", "count.json").write_text(json.dumps(done))
+dist.barrier()  # every rank here before any tears gloo down (test_run_cluster.py's DDP_PY)
+dist.destroy_process_group()
+"""
 
 
 class NodeRouter:
@@ -55,11 +128,13 @@ class NodeRouter:
     thread lists the cluster's instances (DescribeInstances by its orch:box tag) and gives the
     first instance of node K `servers[K][0]`, a replacement of node K the next one. The host
     key is pinned under the instance's public address (HostKeyAlias), as on real instances.
-    `seen`: every instance it routed, (node, placement group), by instance id."""
+    `seen`: every instance it routed, (node, placement group), by instance id, in the order
+    they came; `private`: their private addresses, as EC2 (the proxy) gives them."""
 
     def __init__(self, ec2: Any, servers: dict[int, list[sshbox.SshBox]], path: Path):
         self.ec2, self.servers, self.path = ec2, servers, path
         self.seen: dict[str, tuple[int, str]] = {}
+        self.private: dict[str, str] = {}
         self.routes: dict[str, tuple[str, sshbox.SshBox]] = {}  # instance id -> (address, sshd)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -91,6 +166,7 @@ class NodeRouter:
                     self.seen[instance["InstanceId"]] = (node, "unrouted")
                     continue
                 self.seen[instance["InstanceId"]] = (node, group.get("GroupName", ""))
+                self.private[instance["InstanceId"]] = instance.get("PrivateIpAddress", "")
                 self.routes[instance["InstanceId"]] = (address, self.servers[node][used])
                 changed = True
             if changed:
@@ -114,6 +190,52 @@ def stored_count(s3: Any) -> int:
     return checkpointed_count(s3, BUCKET) if stored else 0
 
 
+def processes_of(home: Path) -> list[int]:
+    """Every process of the loopback "machine" whose disk is `home`: whatever its sshd started
+    has HOME=home (sshbox.set_box_environment), torchrun's workers too, though they run in a
+    session of their own (torch's SubprocessHandler: start_new_session), out of reach of a
+    kill of the wrapper's process group."""
+    mine = f"HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile
+                continue
+            if mine in environ:
+                found.append(int(entry.name))
+    return found
+
+
+def power_off(home: Path) -> None:
+    """Kill every process of that machine, as losing it does, until none is left."""
+
+    def killed() -> bool:
+        pids = processes_of(home)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return not pids
+
+    wait_until(killed, f"every process of {home.name} to be gone", timeout=30)
+
+
+def trained(steps: int, world: int) -> list[float]:
+    """The weights DDP_COUNTER_PY ends with after `steps` steps never interrupted, flattened:
+    DDP applies the mean of the ranks' gradients."""
+    torch = support.require_module("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        for rank in range(world):
+            (model(torch.full((8, 4), float(rank + 1))).pow(2).mean() / world).backward()
+        optimizer.step()
+    return [w for p in model.parameters() for w in p.detach().flatten().tolist()]
+
+
 def node_server(root: Path, home: Path, extra: dict[str, str]) -> sshbox.SshBox:
     server = sshbox.make_sshbox(root)
     sshbox.set_box_environment(server, home, extra)
@@ -121,14 +243,15 @@ def node_server(root: Path, home: Path, extra: dict[str, str]) -> sshbox.SshBox:
     return server
 
 
-def test_a_lost_node_is_replaced_alone_and_the_count_finishes_once(
-    orch_process, aws_env, s3, ec2, tmp_path
+def test_a_lost_node_is_replaced_alone_and_the_ddp_job_finishes_the_count_once(
+    orch_process, aws_env, capacity_proxy, s3, ec2, tmp_path
 ):
     from tests.sim.identity import MotoInstanceIdentity
     from tests.sim.metadata import MetadataService
 
     require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
     require(shutil.which("rsync"), "rsync (orch run syncs with it)")
+    support.require_module("torch", "torch (the job runs torch.distributed.run)")
     s3.create_bucket(Bucket=BUCKET)
     endpoint = aws_env["AWS_ENDPOINT_URL"]
     homes = [tmp_path / "home-0", tmp_path / "home-1", tmp_path / "home-1b"]
@@ -144,8 +267,8 @@ def test_a_lost_node_is_replaced_alone_and_the_count_finishes_once(
             router = NodeRouter(
                 moto_client("ec2", aws_env), {0: servers[:1], 1: servers[1:]}, routes
             )
-            with router:
-                report, out, saved = _run_and_silence_node_1(
+            with capacity_proxy.private_ips_on_loopback(), router:
+                report, out, saved = _run_and_lose_node_1(
                     orch_process, aws_env, s3, ec2, router, servers[1], homes[1], tmp_path
                 )
         finally:
@@ -164,18 +287,48 @@ def test_a_lost_node_is_replaced_alone_and_the_count_finishes_once(
     assert report["recoveries_by_node"] == {"1": {"lost": 1, "node replaced": 1}}
     assert any("replacing node 1 alone" in line for line in out.lines)
 
-    # Resumed from the checkpoint; the count finished exactly once.
-    starts = [line.split(" from=")[0] for line in out.lines if line.startswith("attempt=")]
-    assert starts == ["attempt=1 resumed=0", "attempt=2 resumed=1"]  # node 0's log not replayed
-    resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]
-    assert len(resumed) == 1 and saved <= int(resumed[0].rsplit("=", 1)[1]) < COUNT
+    # Both attempts had the same world, rank 0 at node 0's private address (on the loopback)
+    # and node 1 at its instance's: the replacement's the second time.
+    addresses: dict[int, list[str]] = {}
+    for instance_id, (node, _) in router.seen.items():
+        addresses.setdefault(node, []).append(router.private[instance_id])
+    (rank0,), (node1, replacement) = addresses[0], addresses[1]
+    assert all(ipaddress.ip_address(a).is_loopback for a in (rank0, node1, replacement))
+    starts = [
+        dict(word.split("=", 1) for word in line.split())
+        for line in out.lines
+        if line.startswith("attempt=")
+    ]  # rank 0's; node 0's log of the first attempt is not replayed
+    assert [(s["attempt"], s["resumed"], s["world"], s["ips"]) for s in starts] == [
+        ("1", "0", "2", f"{rank0},{node1}"), ("2", "1", "2", f"{rank0},{replacement}")
+    ], starts  # fmt: skip
+    # Resumed from the checkpoint, every rank from the same one; the count finished once.
+    resumed = int(starts[1]["from"])
+    assert saved <= resumed < COUNT and starts[1]["restored"] == f"{resumed},{resumed}"
+    assert starts[0]["restored"] == "0,0"
+
+    # Every node's log of the attempt that finished: node I held global rank I, the final
+    # all_reduce saw both ranks, DDP kept the weights equal, and they are those of 40 steps
+    # never interrupted (a step replayed or lost would move them by ~1e-3). The lost attempt
+    # never got there (node 1's log went with it).
+    logs = {f"{Path(p).parent.name}/{Path(p).name}": Path(p) for p in report["node_logs"]}
+    assert sorted(logs) == ["attempt-1/node-0.log", "attempt-2/node-0.log", "attempt-2/node-1.log"]
+    assert results(logs["attempt-1/node-0.log"].read_text()) == []
+    found = [results(logs[f"attempt-2/node-{i}.log"].read_text()) for i in range(2)]
+    for node, (line,) in enumerate(found):
+        assert (line["node"], line["rank"], line["local_rank"]) == (node, node, 0), line
+        assert (line["world"], line["nodes"], line["attempt"], line["sum"]) == (2, 2, 2, 1.0)
+        assert line["master"] == rank0
+    weights = [[w for p in line["weights"] for w in p] for (line,) in found]
+    assert weights[0] == weights[1]
+    assert weights[0] == pytest.approx(trained(COUNT, 2), abs=1e-5)
     workdir = tmp_path / "project"
     assert json.loads((workdir / "outputs" / "count.json").read_text()) == list(range(1, COUNT + 1))
     assert_nothing_tagged(ec2, NAME)
     assert tagged_left(ec2, NAME) == []  # placement group, launch template, address too
 
 
-def _run_and_silence_node_1(
+def _run_and_lose_node_1(
     orch_process: Any,
     aws_env: dict[str, str],
     s3: Any,
@@ -185,39 +338,33 @@ def _run_and_silence_node_1(
     home1: Path,
     tmp_path: Path,
 ) -> tuple[dict[str, Any], Lines, int]:
-    """The run; node 1 goes silent once rank 0 has checkpointed. (report, output, saved)."""
+    """The run; node 1 is lost once rank 0 has checkpointed. (report, output, saved)."""
     workdir = tmp_path / "project"
     workdir.mkdir()
-    # The first attempt counts slowly (it must outlast the loss's detection), the second fast.
-    counter = COUNTER_PY.replace(
-        "float(sys.argv[2])",
-        'float(sys.argv[2]) / (1 if os.environ["ORCH_ATTEMPT"] == "1" else 20)',
-    )
-    assert counter != COUNTER_PY
-    (workdir / "counter.py").write_text(counter)
+    (workdir / "ddp_counter.py").write_text(DDP_COUNTER_PY)
     plan = plan_file(tmp_path, candidate("g5.xlarge", "on-demand", nodes=2))
     proc = orch_process(
         "run", "--plan", plan, "--name", NAME, "--ssh-cidr", CIDR, "--workdir", str(workdir),
-        "--watch-interval", "1", "--ssh-lost-after", "5", "--launcher", "none",
+        "--watch-interval", "1", "--ssh-lost-after", "5", "--launcher", "torchrun",
         "--checkpoint-dir", "ckpt", "--store", f"s3://{BUCKET}/runs",
         "--checkpoint-interval", "1",
         "--spot-recovery", "1", "--fetch", "outputs", "--json",
-        "--", "python3", "counter.py", str(COUNT), "0.5",
+        # The interpreter with torch (test_run_cluster.py): the nodes are this machine.
+        "--", sys.executable, "ddp_counter.py", str(COUNT), "0.5", str(LR),
         env={**aws_env, "ORCH_SSH_CONFIG": str(router.path)},
     )  # fmt: skip
     out = Lines(proc.stderr)  # under --json, rank 0's output and orch's lines are on stderr
     try:
-        out.wait_for("count 4", timeout=240)
+        out.wait_for("count 4", timeout=300)
         wait_until(lambda: stored_count(s3) >= 3, "rank 0's checkpoint in the store")
         saved = stored_count(s3)
-        # Node 1 goes silent (its instance still running, as far as EC2 says): no SSH answer,
-        # its processes and its disk gone.
-        (run_dir,) = (home1 / ".orch" / "runs").iterdir()
+        # Node 1 is lost (its instance still running, as far as EC2 says): no SSH answer,
+        # its processes and its disk gone. Rank 0's next all_reduce fails with it.
         server1.stop()
-        os.killpg(int((run_dir / "pid").read_text()), signal.SIGKILL)
+        power_off(home1)
         shutil.rmtree(home1 / ".orch")
         shutil.rmtree(home1 / "orch")
-        code = proc.wait(timeout=240)
+        code = proc.wait(timeout=300)
         stdout = proc.stdout.read()  # the report: printed at the end, small
         assert code == 0, "\n".join([*out.lines[-40:], stdout])
     finally:
