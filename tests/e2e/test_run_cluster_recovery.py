@@ -1,26 +1,27 @@
 """A cluster that `orch run` provisions loses a node and recovers (issue 24 item 5), end to end:
 real Terraform core + hashicorp/aws against moto (behind the tests' proxy, which serves the
 placement groups moto lacks), a real sshd per node on loopback, real rsync, checkpoints in
-moto's S3 with the credentials the metadata stand-in hands each node, and a real
-`python -m torch.distributed.run` (CPU, gloo) DDP job across the nodes.
+moto's S3 with the credentials the metadata stand-in hands each node, and a real `python -m
+torch.distributed.run` (CPU, gloo) DDP job across the nodes.
 
 2 x g5.xlarge on-demand, `--spot-recovery 1` (the recovery budget), `--launcher torchrun`: a
-tiny DDP model trained one step per count, rank 0 checkpointing the count and the weights
-(orch restores the checkpoint on every node; rank 0's is uploaded). Node 1 is lost mid-run (no
-SSH answer for `--ssh-lost-after`, every process of it killed, its disk gone, EC2 still says
-running): orch replaces node 1 alone in the cluster's Terraform root (`terraform apply
--replace`), node 0 keeps its instance, both stay in the placement group, the job starts again
-with the same world size at the new node's address, every rank resumes from the same
-checkpoint, the count finishes exactly once (and the weights are those of a run never
-interrupted), node I holds global rank I and the final all_reduce sees both ranks, the report
-counts the loss and the replacement per node, and nothing tagged is left.
+tiny DDP model trained one step per count, rank 0 checkpointing the count and the weights (orch
+restores the checkpoint on every node; rank 0's is uploaded). Node 1 is lost mid-run, the first
+attempt waiting at HOLD so the loss never races the count (no SSH answer for `--ssh-lost-after`,
+every process of it killed, its disk gone, EC2 still says running): orch replaces node 1 alone
+in the cluster's Terraform root (`terraform apply -replace`), node 0 keeps its instance, both
+stay in the placement group, the job starts again with the same world size at the new node's
+address, every rank resumes from the same checkpoint, the count finishes exactly once (and the
+weights are those of a run never interrupted), node I holds global rank I and the final
+all_reduce sees both ranks, the report counts the loss and the replacement per node, and nothing
+tagged is left.
 
 moto's addresses cannot be reached, so each instance's public address is routed to an sshd of
 its own (`NodeRouter`, keyed by the instance's orch:node tag): the replacement of node 1 is a
-new machine (its own sshd, host key and disk). Their private addresses would be nowhere too:
-the proxy puts each on this machine's loopback (`CapacityProxy.private_ips_on_loopback`, in
-every EC2 answer, so Terraform's outputs carry them), so torchrun's rendezvous at rank 0's
-private address and each node's --local-addr are real.
+new machine (its own sshd, host key and disk). Their private addresses would be nowhere too: the
+proxy puts each on this machine's loopback (`CapacityProxy.private_ips_on_loopback`, in every
+EC2 answer, so Terraform's outputs carry them), so torchrun's rendezvous at rank 0's private
+address and each node's --local-addr are real.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ pytestmark = pytest.mark.e2e
 
 NAME = "run-nodes"
 COUNT = 40
+HOLD = 10  # the first attempt counts to here, then waits to lose node 1
 BUCKET = "ckpt-recovery"  # this test's own: the moto server is shared
 # Small enough that one step more or less moves every weight by ~1e-3 (measured: 8e-4 at the
 # least), far over `trained`'s tolerance; large enough that 40 steps are far from converged.
@@ -75,8 +77,9 @@ from torch.nn.parallel import DistributedDataParallel
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 attempt = os.environ["ORCH_ATTEMPT"]
-target, lr = int(sys.argv[1]), float(sys.argv[3])
-# The first attempt counts slowly (node 1 is lost mid-count), the second fast.
+target, lr, hold = int(sys.argv[1]), float(sys.argv[3]), int(sys.argv[4])
+# The first attempt counts slowly and stops counting at `hold` (it ends only when node 1 is
+# lost, however slow this machine: the loss never races the count), the second counts fast.
 delay = float(sys.argv[2]) / (1 if attempt == "1" else 20)
 ckpt = pathlib.Path(os.environ["ORCH_CHECKPOINT_DIR"])
 state = ckpt / "state.json"
@@ -107,6 +110,8 @@ for n in range(len(done) + 1, target + 1):
         os.replace(tmp, state)  # a checkpoint is whole or absent
         print(f"count {n}", flush=True)
     time.sleep(delay)
+    while attempt == "1" and n == hold:
+        time.sleep(0.2)
 total = torch.tensor([float(rank)])
 dist.all_reduce(total)  # the final all_reduce: 0 + 1 + ... + world - 1 on every rank
 result = json.dumps({
@@ -304,7 +309,7 @@ def test_a_lost_node_is_replaced_alone_and_the_ddp_job_finishes_the_count_once(
     ], starts  # fmt: skip
     # Resumed from the checkpoint, every rank from the same one; the count finished once.
     resumed = int(starts[1]["from"])
-    assert saved <= resumed < COUNT and starts[1]["restored"] == f"{resumed},{resumed}"
+    assert saved <= resumed <= HOLD and starts[1]["restored"] == f"{resumed},{resumed}"
     assert starts[0]["restored"] == "0,0"
 
     # Every node's log of the attempt that finished: node I held global rank I, the final
@@ -350,7 +355,7 @@ def _run_and_lose_node_1(
         "--checkpoint-interval", "1",
         "--spot-recovery", "1", "--fetch", "outputs", "--json",
         # The interpreter with torch (test_run_cluster.py): the nodes are this machine.
-        "--", sys.executable, "ddp_counter.py", str(COUNT), "0.5", str(LR),
+        "--", sys.executable, "ddp_counter.py", str(COUNT), "0.5", str(LR), str(HOLD),
         env={**aws_env, "ORCH_SSH_CONFIG": str(router.path)},
     )  # fmt: skip
     out = Lines(proc.stderr)  # under --json, rank 0's output and orch's lines are on stderr
@@ -359,7 +364,7 @@ def _run_and_lose_node_1(
         wait_until(lambda: stored_count(s3) >= 3, "rank 0's checkpoint in the store")
         saved = stored_count(s3)
         # Node 1 is lost (its instance still running, as far as EC2 says): no SSH answer,
-        # its processes and its disk gone. Rank 0's next all_reduce fails with it.
+        # its processes and its disk gone; rank 0 waits at HOLD until orch stops it.
         server1.stop()
         power_off(home1)
         shutil.rmtree(home1 / ".orch")
