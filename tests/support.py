@@ -120,6 +120,15 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
     return result
 
 
+def failed_line(result: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    """Assert a command failed with exit `code` and ended on one `orch: error: ...` line;
+    return that line."""
+    assert result.returncode == code, f"exit {result.returncode}\n{result.stderr[-3000:]}"
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("orch: error: "), result.stderr[-3000:]
+    return line
+
+
 # An RSA public key (ssh-rsa): what Alibaba Cloud's ImportKeyPair accepts (no ed25519), for
 # tests that import a key into the Aliyun emulator. The private half was never kept.
 ALIYUN_PUBLIC_KEY = (

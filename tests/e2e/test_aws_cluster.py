@@ -29,7 +29,7 @@ from orchestrator.provision.render import RenderRequest, render_box
 from orchestrator.provision.terraform import Terraform
 from tests import support
 from tests.e2e.test_aws_lifecycle import instances_of, live_instances, security_groups_of, tags
-from tests.support import ok, plan_file
+from tests.support import failed_line, ok, plan_file
 
 pytestmark = pytest.mark.e2e
 
@@ -210,9 +210,7 @@ def test_cluster_beyond_the_vcpu_quota_is_refused_before_any_instance(
     env = {**aws_env, "AWS_ENDPOINT_URL_SERVICE_QUOTAS": quota_server.endpoint}
     before = len(ec2.describe_instances()["Reservations"])
     result = orch("up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--no-check", env=env)
-    assert result.returncode == 1, result.stderr
-    line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("orch: error: ")
+    line = failed_line(result)
     # 4 x 96 vCPUs against the account's 192 of "Running On-Demand P instances".
     assert "Running On-Demand P instances" in line and "L-417A185B" in line
     assert "384" in line and "192" in line
@@ -253,9 +251,7 @@ def test_instances_already_running_under_the_quota_make_a_fitting_cluster_refuse
         result = orch(
             "up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--no-check", env=env
         )
-        assert result.returncode == 1, result.stderr
-        line = result.stderr.strip().splitlines()[-1]
-        assert line.startswith("orch: error: ")
+        line = failed_line(result)
         assert (
             f"4 x p4d.24xlarge on-demand in {IN_USE_REGION} needs 384 vCPUs; Running On-Demand"
             " P instances (L-417A185B) is 480 with 192 in use: request 576 or more"

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from tests.support import require_module
 from tests.unit.test_aliyun_emulator import (  # noqa: F401 (fixtures)
     REGION,
     describe,
@@ -21,7 +22,7 @@ from tests.unit.test_aliyun_emulator import (  # noqa: F401 (fixtures)
     sim,
 )
 
-models = pytest.importorskip("alibabacloud_ecs20140526.models")
+models = require_module("alibabacloud_ecs20140526.models")
 
 
 def create(ecs, **values):

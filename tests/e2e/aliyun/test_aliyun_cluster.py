@@ -21,7 +21,7 @@ import pytest
 
 from tests import support
 from tests.e2e.aliyun.test_aliyun_lifecycle import CIDR, REGION, instances, leftovers
-from tests.support import ok, plan_file
+from tests.support import failed_line, ok, plan_file
 
 pytestmark = pytest.mark.e2e
 
@@ -92,9 +92,7 @@ def test_cluster_beyond_the_vcpu_quota_is_refused_before_anything_exists(
     result = aliyun_orch(
         "up", "--plan", plan, "--name", "ali-quota", "--ssh-cidr", CIDR, "--no-check"
     )
-    assert result.returncode == 1, result.stderr
-    line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("orch: error: ")
+    line = failed_line(result)
     assert "max-postpaid-instance-vcpu-count" in line and "request 8" in line and "is 4" in line
     assert aliyun.backend.resource_count() == 0
     assert "DescribeAccountAttributes" in aliyun.backend.request_log
@@ -120,9 +118,7 @@ def test_instances_already_running_make_a_cluster_that_fits_the_bare_quota_refus
     result = aliyun_orch(
         "up", "--plan", plan, "--name", "ali-quota-in-use", "--ssh-cidr", CIDR, "--no-check"
     )
-    assert result.returncode == 1, result.stderr
-    line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("orch: error: ")
+    line = failed_line(result)
     assert (
         f"2 x ecs.gn6i-c4g1.xlarge on-demand in {REGION} needs 8 vCPUs; ECS pay-as-you-go"
         " instance vCPUs (max-postpaid-instance-vcpu-count) is 10 with 4 in use: request 12 or"
