@@ -6,7 +6,6 @@ over HTTP)."""
 from __future__ import annotations
 
 import threading
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,18 +20,8 @@ from tests.support import candidate
 MOTO_AMI = "ami-1e749f67"  # one of the images moto serves in every region
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory):  # noqa: ANN201 - the URL of this module's moto server
-    from tests.e2e.conftest import moto_server_process
-
-    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
-        yield url
-
-
 @pytest.fixture
 def quota_server(monkeypatch, moto):  # noqa: ANN201 - a QuotaServer
-    reset = urllib.request.Request(f"{moto}/moto-api/reset", method="POST")
-    urllib.request.urlopen(reset, timeout=10).close()  # no instance of an earlier test
     # 192 vCPUs of on-demand P (two p4d.24xlarge), the G quota at its default 0.
     with QuotaServer(applied={"L-417A185B": 192.0}) as server:
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

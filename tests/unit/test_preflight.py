@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -175,20 +174,10 @@ def test_doctor_usage_errors(bare_env) -> None:
     assert result.returncode == 2 and "add --online" in result.stderr
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory):  # noqa: ANN201 - the URL of this module's moto server (EC2)
-    from tests.e2e.conftest import moto_server_process
-
-    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
-        yield url
-
-
 @pytest.fixture
 def quota_env(bare_env, moto):
     from tests.sim.aws_quotas import QuotaServer
 
-    reset = urllib.request.Request(f"{moto}/moto-api/reset", method="POST")
-    urllib.request.urlopen(reset, timeout=10).close()  # no instance of an earlier test
     with QuotaServer(applied={"L-DB2E81BA": 8.0}, page_size=3) as server:
         yield (
             server,

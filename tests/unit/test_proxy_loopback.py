@@ -11,17 +11,14 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.e2e.conftest import CapacityProxy, moto_server_process
+from tests.e2e.conftest import CapacityProxy
 
 AMI = "ami-1e749f67"
 
 
-@pytest.fixture(scope="module")
-def proxied(tmp_path_factory):  # noqa: ANN201 - (proxy, boto3 EC2 client)
-    with (
-        moto_server_process(tmp_path_factory.mktemp("moto")) as moto,
-        CapacityProxy(moto) as proxy,
-    ):
+@pytest.fixture
+def proxied(moto):  # noqa: ANN201 - (proxy, boto3 EC2 client)
+    with CapacityProxy(moto) as proxy:
         client = boto3.client(
             "ec2",
             endpoint_url=proxy.url,
