@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from functools import partial
@@ -220,6 +219,23 @@ def test_sigterm_mid_run_stops_the_job_fetches_and_destroys(orch_process, ec2, r
     assert_nothing_tagged(ec2, "run-term")
 
 
+def kill_log_streams_under(box_home: Path) -> int:
+    """SIGKILL the `tail -c +N` that streams a run's log from this box home (a dropped SSH
+    stream), and only that one: tests in other pytest workers stream logs of their own."""
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+            if argv[:2] == [b"tail", b"-c"] and any(
+                arg.startswith(f"{box_home}/".encode()) for arg in argv
+            ):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+        except OSError:
+            continue  # gone meanwhile
+    return killed
+
+
 def test_existing_box_detach_logs_stop_wait_ssh_and_reconnects(
     orch, orch_process, run_env, tmp_path
 ):
@@ -253,8 +269,7 @@ def test_existing_box_detach_logs_stop_wait_ssh_and_reconnects(
                         env=env)  # fmt: skip
     out = Lines(proc.stdout)
     out.wait_for("step 5")
-    killed = subprocess.run(["pkill", "-KILL", "-f", "tail -c [+]"], check=False)
-    assert killed.returncode == 0  # a stream was there to kill
+    assert kill_log_streams_under(tmp_path / "box-home") == 1  # a stream was there to kill
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 0, stderr
     out.thread.join(timeout=10)
