@@ -303,5 +303,17 @@ def provision(name: str, box: str, store_url: str | None, ssh_config: str | None
     provision_entry(handle, box)
 
 
+@pool.command("_destroy", hidden=True)
+@click.argument("name")
+@click.argument("box")
+@store_option
+def destroy(name: str, box: str, store_url: str | None) -> None:
+    """Destroy one box whose entry is `destroying` (run by delete); exit 3: not this pool's."""
+    from orchestrator.pool.members import destroy as destroy_box
+
+    if not destroy_box(_open(name, store_url, False), box):
+        raise SystemExit(3)
+
+
 def _echo(result: dict[str, Any], as_json: bool, text: str) -> None:
     click.echo(json.dumps(result, indent=2) if as_json else text)

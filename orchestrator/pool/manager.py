@@ -414,12 +414,22 @@ def delete(pool: Pool, force: bool) -> dict[str, Any]:
             f"pool {pool.name} has leased boxes ({', '.join(sorted(leased))})",
             hint="release them, or `orch pool delete --force`",
         )
-    destroyed = []
-    for name in sorted(data["boxes"]):
-        pool.change(lambda d, n=name: n in d["boxes"] and pool_record.set_state(
-            d["boxes"][n], "destroying", pool.holder))  # fmt: skip
-        if members.destroy(pool, name, data):
-            destroyed.append(name)
+    names = sorted(data["boxes"])
+    pool.change(lambda d: [pool_record.set_state(d["boxes"][n], "destroying", pool.holder)
+                           for n in names if n in d["boxes"]])  # fmt: skip
+    # Entries with no box of this pool behind them are only dropped; the boxes are destroyed
+    # all at once, each in a child of its own (Terraform runs one to a process).
+    boxes = [name for name in names if members.materialize(pool, name, data) is not None]
+    for name in names:
+        if name not in boxes:
+            members.destroy(pool, name, data)
+    destroyed, failed = members.destroy_boxes(pool, boxes)
+    if failed:
+        raise OrchError(
+            f"pool {pool.name}: {len(failed)} of {len(boxes)} boxes could not be destroyed "
+            f"({', '.join(failed)}); the pool record is kept",
+            hint=f"run `orch pool delete {pool.name}` again",
+        )
     plan = Plan.from_dict(data["plan"])
     targets = {(c.cloud, c.region) for c in plan.candidates()}
     left = _delete_tagged_pool_resources(pool.name, store_tag(pool.store), targets)

@@ -144,25 +144,24 @@ def find(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box |
 def start_boxes(pool: Pool, names: list[str]) -> list[str]:
     """Provision boxes in parallel, each in an `orch pool _provision` child (Terraform's
     signal handling needs a main thread of its own); returns those that came up."""
-    if not names:
-        return []
+    ssh_config = ["--ssh-config", pool.ssh_config] if pool.ssh_config else []
+    return _in_children(pool, "_provision", names,
+                        [*ssh_config, "--check-timeout", str(pool.check_timeout)])  # fmt: skip
+
+
+def destroy_boxes(pool: Pool, names: list[str]) -> tuple[list[str], list[str]]:
+    """Destroy boxes whose entries are `destroying`, in parallel, each in an `orch pool
+    _destroy` child that checks the box is this pool's again; returns (destroyed, failed)."""
+    destroyed = _in_children(pool, "_destroy", names, [])
+    return destroyed, [name for name in names if name not in destroyed]
+
+
+def _in_children(pool: Pool, command: str, names: list[str], options: list[str]) -> list[str]:
+    """Run `orch pool COMMAND POOL BOX` for every box at once; the boxes whose child exited 0."""
+    store = ["--store", pool.store.url] if pool.store.kind.shared else []
+    orch = [sys.executable, "-m", "orchestrator", "pool", command, pool.name]
     children = {
-        name: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "pool",
-                "_provision",
-                pool.name,
-                name,
-                *(["--store", pool.store.url] if pool.store.kind.shared else []),
-                *(["--ssh-config", pool.ssh_config] if pool.ssh_config else []),
-                "--check-timeout",
-                str(pool.check_timeout),
-            ],
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        name: subprocess.Popen([*orch, name, *store, *options], stdin=subprocess.DEVNULL)
         for name in names
     }
     return [name for name, child in children.items() if child.wait() == 0]

@@ -214,3 +214,34 @@ def test_stores_with_conditional_writes_are_not_refused(monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3")
     store = open_store("s3://pool-bucket/pools")
     assert isinstance(store, S3Store) and store.kind is StoreKind.S3 and store.kind.shared
+
+
+def test_delete_destroys_every_box_and_keeps_the_record_when_one_fails(
+    local_pool, monkeypatch, capfd
+):
+    """Each box goes to an `orch pool _destroy` child of its own (real processes here). One
+    whose record is damaged cannot be destroyed: the others still are, and delete fails,
+    naming it, keeping the pool record and asking no cloud what is left."""
+    from orchestrator.errors import OrchError
+    from orchestrator.pool import manager, members
+    from orchestrator.provision.boxes import RECORD, box_directory
+
+    far = iso(datetime.now(UTC) + timedelta(hours=5))
+    names = ("gpu-0000aa", "gpu-0000bb", "gpu-0000cc")
+    data = record_with(**{name: box("ready", "2026-12-03T10:00:00Z", far) for name in names})
+    local_pool.create(pool_record.record_key("gpu"), data)
+    damaged = box_directory("gpu-0000bb")
+    damaged.mkdir(parents=True)
+    (damaged / RECORD).write_text("{not json")
+    # The parent's ownership check asks the cloud; here every entry is taken as this pool's.
+    monkeypatch.setattr(members, "materialize", lambda pool, name, data=None: name)
+    monkeypatch.setattr(manager, "_delete_tagged_pool_resources", pytest.fail)
+
+    pool = manager.open_pool("gpu", None, print)
+    with pytest.raises(OrchError) as refused:
+        manager.delete(pool, force=False)
+    assert "1 of 3 boxes could not be destroyed (gpu-0000bb)" in refused.value.one_line()
+    assert "orch pool delete gpu" in refused.value.one_line()
+    assert "orch: error: cannot read box record" in capfd.readouterr().err  # the child's line
+    assert local_pool.read(pool_record.record_key("gpu")) is not None
+    assert set(pool.read()["boxes"]) == {"gpu-0000bb"}  # kept for the next delete; others gone
