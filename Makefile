@@ -35,7 +35,7 @@ test-deps: $(BIN)/python system-deps
 
 # Two workers (each with its own moto server, sshd boxes and Terraform plugin cache), one test
 # file per worker at a time so a file's module fixtures start once: 2,430 s in one process,
-# 1,280 s in two on this 2-core machine (2026-12-06), because the end-to-end tests mostly wait
+# 1,280-1,400 s in two on this 2-core machine (2026-12-06), as the end-to-end tests mostly wait
 # on Terraform, moto and sshd. `make test TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 2
 
