@@ -218,6 +218,24 @@ def set_box_environment(box: SshBox, home: Path, extra: dict[str, str] | None = 
     )
 
 
+def processes_of(home: Path) -> list[int]:
+    """Every process of the loopback "machine" whose disk is `home`: whatever its sshd started
+    has HOME=home (set_box_environment), torchrun's workers too, though they run in a
+    session of their own (torch's SubprocessHandler: start_new_session), out of reach of a
+    kill of the wrapper's process group."""
+    mine = f"HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:  # gone meanwhile
+                continue
+            if mine in environ:
+                found.append(int(entry.name))
+    return found
+
+
 def route_every_host(box: SshBox, path: Path) -> Path:
     """An ssh_config sending every host to this sshd, offering the test key after the box's
     own: any address moto gives an instance reaches this one "box"."""

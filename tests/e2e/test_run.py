@@ -5,6 +5,7 @@ rsync. The job's files land under the box's own HOME (tmp), as on a fresh instan
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -220,19 +221,14 @@ def test_sigterm_mid_run_stops_the_job_fetches_and_destroys(orch_process, ec2, r
 
 
 def kill_log_streams_under(box_home: Path) -> int:
-    """SIGKILL the `tail -c +N` that streams a run's log from this box home (a dropped SSH
-    stream), and only that one: tests in other pytest workers stream logs of their own."""
+    """SIGKILL the `tail -c +N` that streams a run's log from this box (a dropped SSH stream),
+    and only that one: tests in other pytest workers stream logs of their own."""
     killed = 0
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
-            if argv[:2] == [b"tail", b"-c"] and any(
-                arg.startswith(f"{box_home}/".encode()) for arg in argv
-            ):
-                os.kill(int(proc.name), signal.SIGKILL)
+    for pid in sshbox.processes_of(box_home):
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"tail", b"-c"]:
+                os.kill(pid, signal.SIGKILL)
                 killed += 1
-        except OSError:
-            continue  # gone meanwhile
     return killed
 
 

@@ -195,29 +195,11 @@ def stored_count(s3: Any) -> int:
     return checkpointed_count(s3, BUCKET) if stored else 0
 
 
-def processes_of(home: Path) -> list[int]:
-    """Every process of the loopback "machine" whose disk is `home`: whatever its sshd started
-    has HOME=home (sshbox.set_box_environment), torchrun's workers too, though they run in a
-    session of their own (torch's SubprocessHandler: start_new_session), out of reach of a
-    kill of the wrapper's process group."""
-    mine = f"HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                environ = (entry / "environ").read_bytes().split(b"\0")
-            except OSError:  # gone meanwhile
-                continue
-            if mine in environ:
-                found.append(int(entry.name))
-    return found
-
-
 def power_off(home: Path) -> None:
     """Kill every process of that machine, as losing it does, until none is left."""
 
     def killed() -> bool:
-        pids = processes_of(home)
+        pids = sshbox.processes_of(home)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
