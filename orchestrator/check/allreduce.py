@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.check import busbw
-from orchestrator.check.transport import CommandResult, SshTransport, Unreachable
+from orchestrator.check.ports import free_ports
+from orchestrator.check.transport import CommandResult, SshTransport
 from orchestrator.check.untrusted import printable
 from orchestrator.errors import OrchError
 
@@ -37,11 +38,6 @@ ITERS = 20
 WARMUP = 5
 EXIT_NO_TORCH = 127
 _HEREDOC_END = "ORCH_ALLREDUCE_PROBE_END"
-
-# Asked of node 0 before the launch: a port nothing listens on (the kernel's choice).
-_FREE_PORT = (
-    "python3 -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])'"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,18 +144,6 @@ def preflight(launches: list[NodeLaunch], timeout: float) -> list[NodeOutcome]:
         return [o for o in (f.result() for f in futures) if o.exit_code != 0]
 
 
-def free_port(transport: SshTransport, timeout: float) -> int:
-    """A free port on node 0, or DEFAULT_PORT when it cannot say."""
-    try:
-        result = transport.run(_FREE_PORT, timeout=min(timeout, 60.0))
-    except Unreachable:
-        return DEFAULT_PORT
-    text = result.stdout.strip()
-    if result.exit_code == 0 and text.isdigit() and 1024 <= int(text) <= 65535:
-        return int(text)
-    return DEFAULT_PORT
-
-
 def _run_on(node: NodeLaunch, script: str, timeout: float) -> NodeOutcome:
     try:
         result: CommandResult = node.transport.run(script, timeout=timeout, on_stdin=True)
@@ -208,7 +192,8 @@ def run_allreduce(
     if unable:
         named = "; ".join(f"node {o.index}: {o.problem or 'failed'}" for o in unable)
         return AllreduceRun(unable, None, f"the all_reduce cannot start ({named})")
-    port = free_port(launches[0].transport, settings.timeout_s)
+    # A port nothing listens on, named by node 0 (check/ports.py); the default when it cannot say.
+    (port,) = free_ports(launches[0].transport, 1, settings.timeout_s) or (DEFAULT_PORT,)
     endpoint = f"[{rendezvous_ip}]:{port}" if ":" in rendezvous_ip else f"{rendezvous_ip}:{port}"
     run_id = f"orch-check-{secrets.token_hex(6)}"
     scripts = [launch_script(n, len(launches), endpoint, run_id, settings) for n in launches]

@@ -23,7 +23,9 @@ fetched and its checkpoints uploaded. With `static`, node I's workers are global
 I*GPUS .. I*GPUS+GPUS-1 (torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py), as
 SkyPilot's and dstack's multi-node examples launch torchrun. `timeout` bounds the wait for
 every node to join (the store's "waiting for clients"; a node that cannot reach rank 0 gives
-up after it too). `--max-restarts 0`: a failed worker ends the node's job; orch, not
+up after it too). PORT, and MASTER_PORT below, are ports node 0 names free just before each
+attempt (check/ports.py); only when it cannot are they derived from the run id (29400 and
+29500 plus 0-99). `--max-restarts 0`: a failed worker ends the node's job; orch, not
 torchrun, decides what happens after a lost node.
 
 `--launcher none` runs CMD as written, with ORCH_NODE_RANK, ORCH_NUM_NODES, ORCH_NODE_IPS
@@ -43,7 +45,7 @@ from orchestrator.errors import UsageError
 LAUNCHERS = ("auto", "torchrun", "none")
 RDZV_PORT_BASE = 29400  # torchrun's default rendezvous port
 MASTER_PORT_BASE = 29500  # torch.distributed's customary MASTER_PORT
-PORT_SPREAD = 100  # a run's ports: base + a number from its id, so runs do not collide
+PORT_SPREAD = 100  # without ports from node 0: base + a number from the run id
 NODE_ENV = ("ORCH_NODE_RANK", "ORCH_NUM_NODES", "ORCH_NODE_IPS", "ORCH_GPUS_PER_NODE")
 MASTER_ENV = ("MASTER_ADDR", "MASTER_PORT")
 _PYTHON = re.compile(r"python(?:3(?:\.\d{1,2})?)?")
@@ -59,8 +61,15 @@ class Topology:
     gpus_per_node: int
     run_id: str
     join_timeout_s: int = 600
+    # (rendezvous, MASTER_PORT) as node 0 named them free (check/ports.py); None: derived
+    # from the run id, when node 0 could not say.
+    ports: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.ports is not None and (
+            len(set(self.ports)) != 2 or not all(1024 <= p <= 65535 for p in self.ports)
+        ):
+            raise UsageError(f"rendezvous ports {self.ports}: two distinct ports, 1024-65535")
         if not self.node_ips or not all(self.node_ips):
             raise UsageError("every node of the cluster needs a private address")
         if self.gpus_per_node < 1:
@@ -81,11 +90,11 @@ class Topology:
 
     @property
     def rdzv_port(self) -> int:
-        return RDZV_PORT_BASE + self._offset
+        return self.ports[0] if self.ports else RDZV_PORT_BASE + self._offset
 
     @property
     def master_port(self) -> int:
-        return MASTER_PORT_BASE + self._offset
+        return self.ports[1] if self.ports else MASTER_PORT_BASE + self._offset
 
     @property
     def _offset(self) -> int:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.check.cluster import node_transports
+from orchestrator.check.ports import free_ports
+from orchestrator.check.transport import SshTransport
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision.boxes import Box, orch_home
 from orchestrator.provision.cluster import ClusterNode
@@ -23,6 +25,7 @@ from orchestrator.run.launcher import (
 )
 from orchestrator.run.spec import RunSpec
 
+PORT_PROBE_TIMEOUT_S = 30.0
 LOCAL_RUNS = "runs"  # $ORCH_HOME/runs/RUN_ID/attempt-A/node-I.log: kept after the box goes
 
 
@@ -42,6 +45,17 @@ def topology_of(box: Box, nodes: list[ClusterNode], run_id: str, join_timeout_s:
         ips = tuple(str(n.private_ip) for n in nodes)
     gpus = int(box.candidate.gpu_count or 1)
     return Topology(node_ips=ips, gpus_per_node=gpus, run_id=run_id, join_timeout_s=join_timeout_s)
+
+
+def rendezvous_ports(
+    transport: SshTransport, launcher: str, num_nodes: int
+) -> tuple[int, int] | None:
+    """Two ports node 0 names free for this attempt (torchrun's store, MASTER_PORT), when the
+    launch uses them; None otherwise, or when node 0 cannot say (Topology derives them)."""
+    if launcher == "none" and num_nodes == 1:
+        return None
+    ports = free_ports(transport, 2, PORT_PROBE_TIMEOUT_S)
+    return (ports[0], ports[1]) if ports else None
 
 
 def node_specs(spec: RunSpec, topology: Topology, launcher: str) -> list[RunSpec]:
@@ -74,7 +88,8 @@ def attempt_on_cluster(run: Any, box: Box, attempt: Any, agent_source: str | Non
                         f"{run.world[0]} x {run.world[1]} (the same world size)")  # fmt: skip
     run.world = shape
     launcher = resolve_launcher(request.launcher, *shape)
-    specs = node_specs(spec, topology, launcher)
+    ports = rendezvous_ports(pairs[0][1], launcher, topology.num_nodes)
+    specs = node_specs(spec, replace(topology, ports=ports), launcher)
     jobs = [NodeJob(node, t, s) for (node, t), s in zip(pairs, specs, strict=True)]
     cluster = ClusterJob(box, jobs, run.say, request.ssh_lost_after_s, request.watch_interval_s)
     run.cluster = cluster

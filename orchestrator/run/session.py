@@ -338,11 +338,13 @@ class Run:
         """Check, prepare, sync and start the job on one box: (its transport, the start line)."""
         topology = on_cluster.topology_of(box, nodes, self.spec.run_id, self.request.join_timeout_s)
         launcher = resolve_launcher(self.request.launcher, 1, topology.gpus_per_node)
-        (spec,) = on_cluster.node_specs(self.spec, topology, launcher)
+        on_cluster.node_specs(self.spec, topology, launcher)  # a clashing --env: before any SSH
         try:
             if self.request.check:
                 self._check(box)
             transport = shell.ssh_transport(box, self.request.ssh_config)
+            ports = on_cluster.rendezvous_ports(transport, launcher, 1)
+            (spec,) = on_cluster.node_specs(self.spec, replace(topology, ports=ports), launcher)
             agent = _agent_source() if self.spec.store else None
             prepared = shell.call_ok(
                 transport, remote.prepare_script(spec, agent), what="preparing the run"

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +49,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from tests.ports import free_port, listens
 from tests.sim.ec2_placement import PlacementGroups
 from tests.support import require
 
@@ -123,12 +123,6 @@ def plugin_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # ------------------------------------------------------------------------------ moto
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def moto_server_binary() -> str | None:
     beside = Path(sys.executable).parent / "moto_server"
     if beside.exists():
@@ -136,13 +130,18 @@ def moto_server_binary() -> str | None:
     return shutil.which("moto_server")
 
 
-def wait_for_http(url: str, timeout: float = 30.0) -> bool:
+MOTO_START_ATTEMPTS = 5
+
+
+def serving(process: subprocess.Popen, port: int, url: str, timeout: float = 60.0) -> bool:
+    """Wait until `process` answers at `url` as the one listening on `port` (tests/ports.py:
+    another worker's server may have taken the port first); False when it exits first."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
-                    return True
+                    return listens(process.pid, port)
         except OSError:
             time.sleep(0.2)
     return False
@@ -157,29 +156,38 @@ def moto_server_process(log_dir: Path) -> Iterator[str]:
     binary = moto_server_binary()
     require(binary, "moto_server (pip install 'moto[server]')")
     assert binary is not None
-    port = free_port()
     log = log_dir / "moto.log"
-    with open(log, "wb") as sink:
-        process = subprocess.Popen(
-            [binary, "-p", str(port), "-H", "127.0.0.1"],
-            # AWS's managed policies exist in every real account (a box's role attaches
-            # AmazonSSMManagedInstanceCore); moto loads them only when asked.
-            env={**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"},
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    url = f"http://127.0.0.1:{port}"
+    for _ in range(MOTO_START_ATTEMPTS):
+        port = free_port()
+        with open(log, "ab") as sink:
+            process = subprocess.Popen(
+                [binary, "-p", str(port), "-H", "127.0.0.1"],
+                # AWS's managed policies exist in every real account (a box's role attaches
+                # AmazonSSMManagedInstanceCore); moto loads them only when asked.
+                env={**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"},
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        url = f"http://127.0.0.1:{port}"
+        if serving(process, port, f"{url}/moto-api/data.json"):
+            break
+        stop_process(process)
+    else:
+        pytest.fail(f"moto_server did not start: {log.read_text()[-2000:]}")
     try:
-        if not wait_for_http(f"{url}/moto-api/data.json"):
-            pytest.fail(f"moto_server did not start: {log.read_text()[-2000:]}")
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture(scope="session")

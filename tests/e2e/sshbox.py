@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.ports import free_port, listens
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvidia-smi"
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
@@ -30,10 +31,11 @@ def prerequisites() -> str | None:
     return f"OpenSSH ({', '.join(missing)}) not installed" if missing else None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """sshd could not bind its port: something else took it after it was picked."""
 
 
 def keygen(path: Path) -> None:
@@ -146,20 +148,27 @@ class SshBox:
         if os.geteuid() == 0:
             # sshd started as root insists on its privilege-separation directory.
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-        log = (self.root / "sshd.log").open("ab")
-        self.proc = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log, stdin=subprocess.DEVNULL
-        )
-        self._wait_listening()
+        log_path = self.root / "sshd.log"
+        logged_before = log_path.stat().st_size if log_path.exists() else 0
+        with log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(config)],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        self._wait_listening(logged_before)
 
-    def _wait_listening(self, timeout: float = 10) -> None:
+    def _wait_listening(self, logged_before: int, timeout: float = 60) -> None:
+        """Until this sshd is the one listening on its port (tests/ports.py: a check that
+        only connects could reach another worker's server there)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc and self.proc.poll() is not None:
-                raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()[-2000:]}")
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+                log = (self.root / "sshd.log").read_bytes()[logged_before:].decode(errors="replace")
+                if "Address already in use" in log:  # sshd.c: "Bind to port %s on %s failed"
+                    raise PortTaken(f"sshd: port {self.port} is taken")
+                raise RuntimeError(f"sshd exited: {log[-2000:]}")
+            if self.proc and listens(self.proc.pid, self.port):
+                return
             time.sleep(0.05)
         raise RuntimeError("sshd did not start listening")
 
@@ -182,17 +191,23 @@ def make_sshbox(root: Path, *, start: bool = True) -> SshBox:
     bin_dir, state_dir = root / "bin", root / "state"
     state_dir.mkdir()
     write_fake_nvidia_smi(bin_dir)
-    port = free_port()
     path = f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"
     options = f'environment="PATH={path}",environment="FAKE_NVIDIA_SMI_STATE={state_dir}"'
     (root / "authorized_keys").write_text(f"{options} {key.with_suffix('.pub').read_text()}")
-    ssh_config = root / "ssh_config"
-    ssh_config.write_text(f"Host {HOST_ALIAS}\n  HostName 127.0.0.1\n  Port {port}\n")
     import getpass
 
-    box = SshBox(root, port, key, ssh_config, bin_dir, state_dir, getpass.getuser())
-    if start:
-        box.start()
+    box = SshBox(root, 0, key, root / "ssh_config", bin_dir, state_dir, getpass.getuser())
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        box.port = free_port()
+        box.ssh_config.write_text(f"Host {HOST_ALIAS}\n  HostName 127.0.0.1\n  Port {box.port}\n")
+        if not start:
+            break
+        try:
+            box.start()
+            break
+        except PortTaken:
+            if attempt == PORT_ATTEMPTS:
+                raise
     return box
 
 

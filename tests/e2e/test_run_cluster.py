@@ -66,7 +66,8 @@ weights = sum(p.detach().sum().item() for p in model.parameters())
 result = json.dumps({
     "rank": rank, "world": world, "local_rank": int(os.environ["LOCAL_RANK"]),
     "node": int(os.environ["ORCH_NODE_RANK"]), "nodes": int(os.environ["ORCH_NUM_NODES"]),
-    "sum": total.item(), "weights": round(weights, 6)})
+    "sum": total.item(), "weights": round(weights, 6),
+    "store_port": int(os.environ["MASTER_PORT"])})
 os.write(1, f"RESULT {result}\\n".encode())  # one write: a node's workers share its log
 if rank == 0:
     pathlib.Path("outputs").mkdir(exist_ok=True)
@@ -208,6 +209,10 @@ def test_ddp_across_three_nodes_with_ranks_and_a_final_all_reduce(cluster: Clust
     assert sorted(found) == [0, 1, 2] and all(r["node"] == rank for rank, r in found.items())
     assert {(r["world"], r["sum"]) for r in found.values()} == {(3, 3.0)}
     assert len({r["weights"] for r in found.values()}) == 1
+    # They met at a port node 0 named free (its kernel's choice), not one derived from the
+    # run id (29400-29499), which a run on another worker of this suite could hold.
+    assert len(ports := {r["store_port"] for r in found.values()}) == 1, ports
+    assert not 29400 <= ports.pop() < 29600
     # --fetch comes from rank 0; every node got the working directory.
     assert (workdir / "outputs" / "done.txt").read_text() == "world 3\n"
     for home in cluster.homes:
@@ -225,6 +230,8 @@ def test_one_box_with_two_gpus_runs_one_worker_per_gpu(cluster: Cluster):
     assert [(r["rank"], r["local_rank"], r["world"], r["sum"]) for r in found] == [
         (0, 0, 2, 1.0), (1, 1, 2, 1.0)
     ]  # fmt: skip
+    assert found[0]["store_port"] == found[1]["store_port"]
+    assert not 29400 <= found[0]["store_port"] < 29600  # named by the box, as on a cluster
     assert json.loads(stdout)["node_logs"] == []  # one box: its output is the stream
 
 

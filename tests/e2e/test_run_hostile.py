@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e import sshbox
-from tests.e2e.conftest import REPO, aws_environment, free_port, moto_client, orch_argv, run_orch
+from tests.e2e.conftest import REPO, aws_environment, moto_client, orch_argv, run_orch
 from tests.e2e.test_run import CIDR, Lines, candidate, wait_until
+from tests.ports import refused_port
 from tests.support import ok, plan_file, require
 
 pytestmark = pytest.mark.e2e
@@ -87,26 +88,27 @@ def kept(
     server = sshbox.make_sshbox(root / "sshd")
     box_home = root / "box-home"
     # What a real box has for its checkpoint agent: credentials from its instance role (moto's
-    # S3 here); no metadata service answers (a closed port), so no spot notice ever comes.
-    box_env = {
-        "AWS_ENDPOINT_URL": moto_server,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "ORCH_AGENT_METADATA_URL": f"http://127.0.0.1:{free_port()}",
-    }
-    sshbox.set_box_environment(server, box_home, box_env)
-    server.serve("a10g")
-    env = aws_environment(moto_server, tf_cli_config, plugin_cache, root / "orch-home")
-    env["ORCH_SSH_CONFIG"] = str(sshbox.route_every_host(server, root / "routes"))
-    plan = plan_file(root, candidate("g5.xlarge"))
-    up = ["up", "--plan", plan, "--name", BOX, "--ttl", "1h", "--ssh-cidr", CIDR, "--no-check"]
-    ok(run_orch(up, env))
-    try:
-        yield Kept(env, server, box_home, root)
-    finally:
-        run_orch(["down", BOX], env)
-        server.stop()
+    # S3 here); no metadata service answers (a port held refusing), so no spot notice comes.
+    with refused_port() as nobody_there:
+        box_env = {
+            "AWS_ENDPOINT_URL": moto_server,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "ORCH_AGENT_METADATA_URL": f"http://127.0.0.1:{nobody_there}",
+        }
+        sshbox.set_box_environment(server, box_home, box_env)
+        server.serve("a10g")
+        env = aws_environment(moto_server, tf_cli_config, plugin_cache, root / "orch-home")
+        env["ORCH_SSH_CONFIG"] = str(sshbox.route_every_host(server, root / "routes"))
+        plan = plan_file(root, candidate("g5.xlarge"))
+        up = ["up", "--plan", plan, "--name", BOX, "--ttl", "1h", "--ssh-cidr", CIDR, "--no-check"]
+        ok(run_orch(up, env))
+        try:
+            yield Kept(env, server, box_home, root)
+        finally:
+            run_orch(["down", BOX], env)
+            server.stop()
 
 
 def run_id_of(stderr: str) -> str:

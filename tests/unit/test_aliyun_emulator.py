@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -643,11 +642,10 @@ def test_requests_must_name_an_access_key_and_a_known_action(sim):
 
 
 def test_module_entry_point_serves_on_the_given_port(tmp_path):
+    from tests.ports import free_port, listens
     from tests.sim.mirror import REPO_ROOT
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.sim", "aliyun", "--port", str(port)],
         cwd=REPO_ROOT,
@@ -658,7 +656,7 @@ def test_module_entry_point_serves_on_the_given_port(tmp_path):
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
-        assert f"http://127.0.0.1:{port}" in first
+        assert f"http://127.0.0.1:{port}" in first and listens(process.pid, port)
         status, body = raw(f"http://127.0.0.1:{port}/?Action=DescribeRegions&AccessKeyId=AK")
         assert status == 200 and any(r["RegionId"] == REGION for r in body["Regions"]["Region"])
     finally:

@@ -299,13 +299,10 @@ def test_caller_address_from_checkip(monkeypatch):
 
 
 def test_offline_caller_address_asks_for_ssh_cidr(monkeypatch):
-    import socket
+    from tests.ports import refused_port
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: connection refused
-    monkeypatch.setattr(inputs, "CHECKIP_URL", f"http://127.0.0.1:{port}/")
-    with pytest.raises(UsageError) as info:
+    with refused_port() as port, pytest.raises(UsageError) as info:
+        monkeypatch.setattr(inputs, "CHECKIP_URL", f"http://127.0.0.1:{port}/")
         inputs.discover_caller_cidr(timeout=2)
     assert "--ssh-cidr" in info.value.one_line()
     assert "0.0.0.0" not in info.value.one_line()

@@ -23,7 +23,8 @@ import pytest
 
 from orchestrator import boxside
 from orchestrator.boxside import agent as agent_module
-from tests.e2e.conftest import free_port, moto_server_process
+from tests.e2e.conftest import moto_server_process
+from tests.ports import refused_port
 from tests.sim.metadata import MetadataService
 from tests.support import require
 
@@ -577,13 +578,14 @@ def test_watch_exits_with_a_final_upload_when_the_training_process_exits(
 def test_sigterm_uploads_once_more_and_a_silent_metadata_service_is_no_notice(
     env, s3, bucket, store, tmp_path
 ):
-    env = dict(env, ORCH_AGENT_METADATA_URL=f"http://127.0.0.1:{free_port()}")  # nobody there
     source, state = tmp_path / "out", tmp_path / "state"
     source.mkdir()
-    process = start_watch(env, source, store, state, interval=600, poll=0.1)
-    time.sleep(0.8)
-    (source / "late.bin").write_bytes(b"written just before the end")
-    code, out, err = stop(process)
+    with refused_port() as nobody_there:
+        env = dict(env, ORCH_AGENT_METADATA_URL=f"http://127.0.0.1:{nobody_there}")
+        process = start_watch(env, source, store, state, interval=600, poll=0.1)
+        time.sleep(0.8)
+        (source / "late.bin").write_bytes(b"written just before the end")
+        code, out, err = stop(process)
     assert code == 0, err
     assert out.strip() == "orch-agent: uploaded 1 files (checkpoint 00000001)"
     assert not (state / "interruption.json").exists()

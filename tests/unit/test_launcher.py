@@ -4,15 +4,18 @@ how a node without a public address is reached through rank 0 (run/nodes.py)."""
 from __future__ import annotations
 
 import shlex
+import socket
 from pathlib import Path
 
 import pytest
 
+from orchestrator.check.ports import parse_ports
+from orchestrator.check.transport import CommandResult
 from orchestrator.errors import UsageError
 from orchestrator.provision.cluster import ClusterNode
 from orchestrator.run import remote
 from orchestrator.run.launcher import Topology, node_command, node_env, resolve_launcher
-from orchestrator.run.on_cluster import node_specs
+from orchestrator.run.on_cluster import node_specs, rendezvous_ports
 from orchestrator.run.spec import RunSpec, parse_env
 
 RUN_ID = "r-20261205-080000-abcdef"
@@ -103,6 +106,47 @@ def test_a_single_box_keeps_its_own_master_and_meets_on_the_loopback(tmp_path: P
     (torchrun,) = node_specs(spec, one, "torchrun")
     assert option(torchrun.command, "nproc-per-node") == "8"
     assert option(torchrun.command, "rdzv-endpoint").startswith("127.0.0.1:")
+
+
+def test_ports_node_0_named_replace_the_ones_derived_from_the_run_id():
+    named = Topology(node_ips=TWO.node_ips, gpus_per_node=8, run_id=RUN_ID, ports=(41234, 41235))
+    for rank in (0, 1):
+        argv = node_command(["python", "t.py"], named, rank, "torchrun")
+        assert option(argv, "rdzv-endpoint") == "10.0.1.4:41234"
+        assert node_env(named, rank, "none")["MASTER_PORT"] == "41235"
+    for bad in ((41234, 41234), (80, 41235), (41234, 70000)):
+        with pytest.raises(UsageError, match="rendezvous ports"):
+            Topology(node_ips=TWO.node_ips, gpus_per_node=8, run_id=RUN_ID, ports=bad)
+
+
+class _Answer:
+    """A node's transport that answers every script with one fixed result."""
+
+    def __init__(self, code: int, stdout: str):
+        self.code, self.stdout, self.scripts = code, stdout, []
+
+    def run(self, script: str, timeout: float) -> CommandResult:
+        self.scripts.append(script)
+        return CommandResult(self.code, self.stdout, "")
+
+
+def test_node_0_names_two_free_ports_only_when_the_launch_uses_them():
+    from orchestrator.check.transport import LocalTransport
+
+    # This machine as node 0: its kernel's choice, two distinct ports nobody listens on.
+    ports = rendezvous_ports(LocalTransport(), "torchrun", 1)
+    assert ports is not None and ports[0] != ports[1]
+    for port in ports:
+        with socket.create_server(("127.0.0.1", port)):  # free: it binds
+            pass
+    silent = _Answer(0, "41234 41235\n")
+    assert rendezvous_ports(silent, "none", 1) is None and silent.scripts == []  # no round trip
+    assert rendezvous_ports(silent, "none", 2) == (41234, 41235)  # MASTER_PORT for the user's
+    # Whatever node 0 cannot answer well leaves the ports derived from the run id.
+    for code, stdout in ((127, ""), (0, "41234"), (0, "41234 41234"), (0, "22 41235"),
+                         (0, "41234 4x")):  # fmt: skip
+        assert rendezvous_ports(_Answer(code, stdout), "torchrun", 2) is None, stdout
+    assert parse_ports("41234 41235 41236", 3) == (41234, 41235, 41236)
 
 
 def test_topology_refuses_what_cannot_launch():
