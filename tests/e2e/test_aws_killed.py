@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,12 @@ def test_sigkill_of_up_leaves_no_orphan_and_status_says_so(
     live = activity(name, state["state"], state["runner"])
     assert live == f"creating: terraform apply running, pid {terraform_pid}"
 
-    time.sleep(2)  # RunInstances has answered; the provider waits for "running" (~10 s)
+    # Kill once RunInstances has answered (the instance exists), while the provider still
+    # waits for "running" (~10 s on moto): the apply is mid-way, with something to clean up.
+    deadline = time.monotonic() + 120
+    while not instances_of(ec2, name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert instances_of(ec2, name), "RunInstances never answered"
     process.kill()  # SIGKILL: orch gets no chance to stop Terraform itself
     process.wait(timeout=30)
     process.stderr.close()
@@ -77,3 +83,8 @@ def test_sigkill_of_up_leaves_no_orphan_and_status_says_so(
     assert "waiting for Terraform's state lock" not in result.stderr
     assert time.monotonic() - started < 110  # below Terraform's 120 s lock timeout
     assert_nothing_left(ec2, name)
+
+
+def instances_of(ec2: Any, name: str) -> list[dict[str, Any]]:
+    pages = ec2.describe_instances(Filters=[{"Name": "tag:orch:box", "Values": [name]}])
+    return [i for r in pages["Reservations"] for i in r["Instances"]]
