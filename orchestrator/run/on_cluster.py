@@ -58,11 +58,16 @@ def rendezvous_ports(
     return (ports[0], ports[1]) if ports else None
 
 
-def node_specs(spec: RunSpec, topology: Topology, launcher: str) -> list[RunSpec]:
-    """Each node's RunSpec: the command under the launcher, the cluster in the environment."""
+def refuse_env_clash(spec: RunSpec, topology: Topology, launcher: str) -> None:
+    """A name the user set with --env that orch sets on every node is a usage error."""
     clash = reserved_env_clash(spec.env, topology, launcher)
     if clash:
         raise UsageError(f"--env {clash}: orch sets {clash} on every node")
+
+
+def node_specs(spec: RunSpec, topology: Topology, launcher: str) -> list[RunSpec]:
+    """Each node's RunSpec: the command under the launcher, the cluster in the environment."""
+    refuse_env_clash(spec, topology, launcher)
     return [
         replace(
             spec,

@@ -338,7 +338,7 @@ class Run:
         """Check, prepare, sync and start the job on one box: (its transport, the start line)."""
         topology = on_cluster.topology_of(box, nodes, self.spec.run_id, self.request.join_timeout_s)
         launcher = resolve_launcher(self.request.launcher, 1, topology.gpus_per_node)
-        on_cluster.node_specs(self.spec, topology, launcher)  # a clashing --env: before any SSH
+        on_cluster.refuse_env_clash(self.spec, topology, launcher)  # before any SSH
         try:
             if self.request.check:
                 self._check(box)

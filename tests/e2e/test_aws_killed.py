@@ -21,6 +21,7 @@ from tests.e2e.test_aws_lifecycle import (
     candidate,
     security_groups_of,
 )
+from tests.e2e.test_run import wait_until
 from tests.support import ok, plan_file
 
 pytestmark = pytest.mark.e2e
@@ -54,10 +55,7 @@ def test_sigkill_of_up_leaves_no_orphan_and_status_says_so(
 
     # Kill once RunInstances has answered (the instance exists), while the provider still
     # waits for "running" (~10 s on moto): the apply is mid-way, with something to clean up.
-    deadline = time.monotonic() + 120
-    while not instances_of(ec2, name) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert instances_of(ec2, name), "RunInstances never answered"
+    wait_until(lambda: instances_of(ec2, name), "RunInstances to answer", timeout=120)
     process.kill()  # SIGKILL: orch gets no chance to stop Terraform itself
     process.wait(timeout=30)
     process.stderr.close()
