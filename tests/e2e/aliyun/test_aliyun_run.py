@@ -17,6 +17,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,74 @@ def released(aliyun: Any, instance_id: str) -> bool:
     return backend.wait_for(lambda: instance_id not in backend.instances, timeout=0.5)
 
 
+def start_spot_counter_run(
+    aliyun_orch_process: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> tuple[subprocess.Popen[str], Path]:
+    """`orch run` of the counter on a spot box, checkpointing to the bucket every second and
+    allowed one spot recovery; its process and the working directory (outputs come back)."""
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    (workdir / "counter.py").write_text(COUNTER_PY)
+    plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge", "spot"))
+    proc = aliyun_orch_process(
+        *run_args(plan, "run-spot", workdir, "--checkpoint-dir", "ckpt",
+                  "--store", f"s3://{BUCKET}/runs", "--checkpoint-interval", "1",
+                  "--spot-recovery", "1", "--fetch", "outputs", "--json",
+                  "--", "python3", "counter.py", str(TARGET), DELAY, str(HOLD)),
+    )  # fmt: skip
+    return proc, workdir
+
+
+def give_the_spot_notice(metadata: Any, home: Path, store: Any) -> tuple[Path, int]:
+    """The spot service gives notice (metadata instance/spot/termination-time): the agent sees
+    it and uploads the checkpoint at once. The box's run folder and the count checkpointed."""
+    metadata.notice_aliyun()
+    (run_dir,) = (home / ".orch" / "runs").iterdir()
+    wait_until((run_dir / "interruption.json").exists, "the agent to see the notice")
+    assert json.loads((run_dir / "interruption.json").read_text())["cloud"] == "aliyun"
+    wait_until((run_dir / "last_upload.json").exists, "an upload")
+    saved = checkpointed_count(store, BUCKET)
+    assert saved >= 5
+    return run_dir, saved
+
+
+def check_one_recovery_from_the_reclaim(report: dict[str, Any], out: Lines, stop_now: bool) -> None:
+    """The report: the first spot box lost to the reclaim, the second (in the region's other
+    zone) completed."""
+    assert report["exit_code"] == 0 and report["recoveries"] == 1 and report["box_destroyed"]
+    lost, finished = report["attempts"]
+    assert lost["outcome"] == "reclaimed" and "Recycling" in lost["reason"]
+    assert lost["instance_type"] == "ecs.gn6i-c4g1.xlarge" and lost["market"] == "spot"
+    assert finished["outcome"] == "completed" and finished["market"] == "spot"
+    assert finished["zone"] != lost["zone"]  # the region's other zone first
+    assert report["time_lost_s"] > 0 and report["cost_usd"] is not None
+    if not stop_now:  # the job was stopped (TERM) on the old box during the notice
+        assert "stopping run" in "\n".join(out.lines) and lost["exit_code"] == 143
+
+
+def check_resumed_from_the_checkpoint_once(out: Lines, saved: int, workdir: Path) -> None:
+    """The second attempt resumed from the checkpoint, and the count finished exactly once."""
+    resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]
+    assert len(resumed) == 1 and saved <= int(resumed[0].rsplit("=", 1)[1]) <= HOLD
+    count = json.loads((workdir / "outputs" / "count.json").read_text())
+    assert count == list(range(1, TARGET + 1))
+    assert [line for line in out.lines if line.startswith("attempt=")][0].startswith(
+        "attempt=1 resumed=0"
+    )
+
+
+def check_both_boxes_and_their_roles_are_gone(aliyun: Any, ecs: Any, identity: Any) -> None:
+    """Both boxes are gone, with their networks, groups and key pairs, and their RAM roles."""
+    assert instances(ecs, "run-spot") == [] and leftovers(ecs) == {}
+    # Each box read its own role's credentials from the metadata (one role per box, created
+    # for it: a checkpoint reached the bucket only through them), and down removed both roles
+    # and policies.
+    assert len({instance for instance, _ in identity.issued}) == 2
+    roles = {role for _, role in identity.issued}
+    assert len(roles) == 2 and all(role.startswith("orch-run-spot-") for role in roles)
+    assert aliyun.backend.ram.summary() == {"roles": [], "policies": [], "attachments": []}
+
+
 # ------------------------------------------------------------------------------ scenarios
 
 
@@ -152,31 +222,13 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
                 "ORCH_AGENT_METADATA_URL": metadata.url,
             },
         )
-        workdir = tmp_path / "project"
-        workdir.mkdir()
-        (workdir / "counter.py").write_text(COUNTER_PY)
-        plan = plan_file(tmp_path, candidate("ecs.gn6i-c4g1.xlarge", "spot"))
-        proc = aliyun_orch_process(
-            *run_args(plan, "run-spot", workdir, "--checkpoint-dir", "ckpt",
-                      "--store", f"s3://{BUCKET}/runs", "--checkpoint-interval", "1",
-                      "--spot-recovery", "1", "--fetch", "outputs", "--json",
-                      "--", "python3", "counter.py", str(TARGET), DELAY, str(HOLD)),
-        )  # fmt: skip
+        proc, workdir = start_spot_counter_run(aliyun_orch_process, tmp_path)
         out = Lines(proc.stderr)  # under --json, CMD's output and orch's lines are on stderr
         out.wait_for("count 5", timeout=300)
         [first] = instances(ecs, "run-spot")
         assert first.spot_strategy == "SpotAsPriceGo"
 
-        # The spot service gives notice (metadata instance/spot/termination-time): the agent
-        # uploads the checkpoint at once.
-        metadata.notice_aliyun()
-        (run_dir,) = (home / ".orch" / "runs").iterdir()
-        wait_until((run_dir / "interruption.json").exists, "the agent to see the notice")
-        assert json.loads((run_dir / "interruption.json").read_text())["cloud"] == "aliyun"
-        wait_until((run_dir / "last_upload.json").exists, "an upload")
-        saved = checkpointed_count(oss, BUCKET)
-        assert saved >= 5
-
+        run_dir, saved = give_the_spot_notice(metadata, home, oss)
         # ...and ECS locks the instance (Recycling) to release it.
         aliyun.backend.reclaim_spot(first.instance_id, stop_now=stop_now)
         if not stop_now:
@@ -190,34 +242,9 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         stdout = proc.stdout.read()
         assert proc.wait(timeout=600) == 0, "\n".join(out.lines[-40:])
         out.thread.join(timeout=10)
-    report = json.loads(stdout)
-    assert report["exit_code"] == 0 and report["recoveries"] == 1 and report["box_destroyed"]
-    lost, finished = report["attempts"]
-    assert lost["outcome"] == "reclaimed" and "Recycling" in lost["reason"]
-    assert lost["instance_type"] == "ecs.gn6i-c4g1.xlarge" and lost["market"] == "spot"
-    assert finished["outcome"] == "completed" and finished["market"] == "spot"
-    assert finished["zone"] != lost["zone"]  # the region's other zone first
-    assert report["time_lost_s"] > 0 and report["cost_usd"] is not None
-    if not stop_now:  # the job was stopped (TERM) on the old box during the notice
-        assert "stopping run" in "\n".join(out.lines) and lost["exit_code"] == 143
-
-    # The second attempt resumed from the checkpoint, and the count finished exactly once.
-    resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]
-    assert len(resumed) == 1 and saved <= int(resumed[0].rsplit("=", 1)[1]) <= HOLD
-    count = json.loads((workdir / "outputs" / "count.json").read_text())
-    assert count == list(range(1, TARGET + 1))
-    assert [line for line in out.lines if line.startswith("attempt=")][0].startswith(
-        "attempt=1 resumed=0"
-    )
-    # Both boxes are gone, with their networks, groups and key pairs, and their RAM roles.
-    assert instances(ecs, "run-spot") == [] and leftovers(ecs) == {}
-    # Each box read its own role's credentials from the metadata (one role per box, created
-    # for it: a checkpoint reached the bucket only through them), and down removed both roles
-    # and policies.
-    assert len({instance for instance, _ in identity.issued}) == 2
-    roles = {role for _, role in identity.issued}
-    assert len(roles) == 2 and all(role.startswith("orch-run-spot-") for role in roles)
-    assert aliyun.backend.ram.summary() == {"roles": [], "policies": [], "attachments": []}
+    check_one_recovery_from_the_reclaim(json.loads(stdout), out, stop_now)
+    check_resumed_from_the_checkpoint_once(out, saved, workdir)
+    check_both_boxes_and_their_roles_are_gone(aliyun, ecs, identity)
 
 
 def test_run_exit_status_is_the_command_s_and_the_box_is_gone(

@@ -106,6 +106,41 @@ class MarketRequest:
         return self.spot_strategy != "NoSpot"
 
 
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What RunInstances' checks resolved: where its instances go and what they run."""
+
+    region: str
+    zone_id: str
+    spec: InstanceTypeSpec
+    image: ImageSpec
+    vswitch: VSwitch
+    security_group_ids: list[str]  # checked, duplicates dropped
+    system_disk_size: int  # GiB
+    created_at: datetime
+    auto_release_time: datetime | None  # cut to its minute
+
+
+@dataclass(frozen=True)
+class InstanceDetails:
+    """RunInstances' parameters that every instance it launches takes as they were sent."""
+
+    name: str
+    description: str
+    host_name: str
+    private_ip: str  # "" for the vSwitch's next address
+    key_pair_name: str
+    internet_charge_type: str
+    internet_max_bandwidth_out: int
+    user_data: str
+    tags: dict[str, str]
+    http_tokens: str
+    http_endpoint: str
+    deletion_protection: bool
+    resource_group_id: str  # "" for the account's default group
+    deployment_set_id: str
+
+
 class InstanceBackend:
     """AliyunBackend's instance calls."""
 
@@ -146,72 +181,136 @@ class InstanceBackend:
             self.reap()
             if client_token and (region, client_token) in self.client_tokens:
                 return self.client_tokens[(region, client_token)]  # idempotent retry
-            spec = self.instance_type(instance_type)
-            image = self.image(region, image_id)
-            vswitch, zone = self._placement(region, vswitch_id, zone_id)
-            groups = self._security_groups_for(region, security_group_ids, vswitch)
-            self._check_key_pair(region, key_pair_name)
-            disk_size = self._system_disk_size(system_disk, image)
-            self._check_spot_price(region, spec, market, zone)
-            if deployment_set_id:
-                self.check_deployment_set(region, deployment_set_id, zone, amount)
-            now = self.now()
-            release_at = (
-                None
-                if auto_release_time is None
-                else self.check_release_window(auto_release_time, now)
+            plan = self._check_launch(
+                region,
+                instance_type=instance_type,
+                image_id=image_id,
+                vswitch_id=vswitch_id,
+                zone_id=zone_id,
+                security_group_ids=security_group_ids,
+                key_pair_name=key_pair_name,
+                system_disk=system_disk,
+                market=market,
+                deployment_set_id=deployment_set_id,
+                amount=amount,
+                auto_release_time=auto_release_time,
+                dry_run=dry_run,
             )
-            if dry_run:
-                raise SimError(
-                    "DryRunOperation",
-                    "Request validation has been passed with DryRun flag set.",
-                    400,
-                )
-            self._check_stock(region, zone, spec, market)
-            self.raise_fault("RunInstances", zone)
+            details = InstanceDetails(
+                name=instance_name,
+                description=description,
+                host_name=host_name,
+                private_ip=private_ip,
+                key_pair_name=key_pair_name,
+                internet_charge_type=internet_charge_type,
+                internet_max_bandwidth_out=internet_max_bandwidth_out,
+                user_data=user_data,
+                tags=tags or {},
+                http_tokens=http_tokens,
+                http_endpoint=http_endpoint,
+                deletion_protection=deletion_protection,
+                resource_group_id=resource_group_id,
+                deployment_set_id=deployment_set_id,
+            )
             ids = []
             for _ in range(amount):
-                instance = self._launch(
-                    Instance(
-                        id=new_id("i", region),
-                        region=region,
-                        zone_id=zone,
-                        spec=spec,
-                        image_id=image.image_id,
-                        name=instance_name,
-                        description=description,
-                        host_name=host_name,
-                        vpc_id=vswitch.vpc_id,
-                        vswitch_id=vswitch.id,
-                        private_ip=private_ip or self._next_private_ip(vswitch),
-                        public_ip=self._public_ip() if internet_max_bandwidth_out > 0 else "",
-                        security_group_ids=groups,
-                        key_pair_name=key_pair_name,
-                        charge_type=market.charge_type,
-                        spot_strategy=market.spot_strategy,
-                        spot_price_limit=market.spot_price_limit,
-                        internet_charge_type=internet_charge_type,
-                        internet_max_bandwidth_out=internet_max_bandwidth_out,
-                        user_data=user_data,
-                        tags=dict(tags or {}),
-                        auto_release_time=release_at,
-                        created_at=now,
-                        running_at=now + timedelta(seconds=self.settings.launch_delay_s),
-                        http_tokens=http_tokens,
-                        http_endpoint=http_endpoint,
-                        deletion_protection=deletion_protection,
-                        system_disk_id="",
-                        resource_group_id=resource_group_id or "rg-acfmdefault",
-                        deployment_set_id=deployment_set_id,
-                    ),
-                    system_disk,
-                    disk_size,
-                    image,
+                instance = self._new_instance(plan, market, details)
+                ids.append(
+                    self._launch(instance, system_disk, plan.system_disk_size, plan.image).id
                 )
-                ids.append(instance.id)
             if client_token:
                 self.client_tokens[(region, client_token)] = ids
             return ids
+
+    def _check_launch(
+        self,
+        region: str,
+        *,
+        instance_type: str,
+        image_id: str,
+        vswitch_id: str,
+        zone_id: str,
+        security_group_ids: list[str],
+        key_pair_name: str,
+        system_disk: SystemDiskRequest,
+        market: MarketRequest,
+        deployment_set_id: str,
+        amount: int,
+        auto_release_time: datetime | None,
+        dry_run: bool,
+    ) -> LaunchPlan:
+        """RunInstances' checks, in the order ECS reports them (a dry run stops after those that
+        do not need stock), then stock and any injected fault; what they resolved."""
+        spec = self.instance_type(instance_type)
+        image = self.image(region, image_id)
+        vswitch, zone = self._placement(region, vswitch_id, zone_id)
+        groups = self._security_groups_for(region, security_group_ids, vswitch)
+        self._check_key_pair(region, key_pair_name)
+        disk_size = self._system_disk_size(system_disk, image)
+        self._check_spot_price(region, spec, market, zone)
+        if deployment_set_id:
+            self.check_deployment_set(region, deployment_set_id, zone, amount)
+        now = self.now()
+        release_at = (
+            None if auto_release_time is None else self.check_release_window(auto_release_time, now)
+        )
+        if dry_run:
+            raise SimError(
+                "DryRunOperation",
+                "Request validation has been passed with DryRun flag set.",
+                400,
+            )
+        self._check_stock(region, zone, spec, market)
+        self.raise_fault("RunInstances", zone)
+        return LaunchPlan(
+            region=region,
+            zone_id=zone,
+            spec=spec,
+            image=image,
+            vswitch=vswitch,
+            security_group_ids=groups,
+            system_disk_size=disk_size,
+            created_at=now,
+            auto_release_time=release_at,
+        )
+
+    def _new_instance(
+        self, plan: LaunchPlan, market: MarketRequest, details: InstanceDetails
+    ) -> Instance:
+        """One of RunInstances' instances, not yet recorded: its own id, private IP (the next
+        of the vSwitch's unless one was asked for) and public IP (only with bandwidth out)."""
+        return Instance(
+            id=new_id("i", plan.region),
+            region=plan.region,
+            zone_id=plan.zone_id,
+            spec=plan.spec,
+            image_id=plan.image.image_id,
+            name=details.name,
+            description=details.description,
+            host_name=details.host_name,
+            vpc_id=plan.vswitch.vpc_id,
+            vswitch_id=plan.vswitch.id,
+            private_ip=details.private_ip or self._next_private_ip(plan.vswitch),
+            public_ip=self._public_ip() if details.internet_max_bandwidth_out > 0 else "",
+            security_group_ids=plan.security_group_ids,
+            key_pair_name=details.key_pair_name,
+            charge_type=market.charge_type,
+            spot_strategy=market.spot_strategy,
+            spot_price_limit=market.spot_price_limit,
+            internet_charge_type=details.internet_charge_type,
+            internet_max_bandwidth_out=details.internet_max_bandwidth_out,
+            user_data=details.user_data,
+            tags=dict(details.tags),
+            auto_release_time=plan.auto_release_time,
+            created_at=plan.created_at,
+            running_at=plan.created_at + timedelta(seconds=self.settings.launch_delay_s),
+            http_tokens=details.http_tokens,
+            http_endpoint=details.http_endpoint,
+            deletion_protection=details.deletion_protection,
+            system_disk_id="",
+            resource_group_id=details.resource_group_id or "rg-acfmdefault",
+            deployment_set_id=details.deployment_set_id,
+        )
 
     # RunInstances, step by step (each raises the error ECS returns for that condition).
 

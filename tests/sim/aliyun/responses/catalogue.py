@@ -129,6 +129,10 @@ def describe_zones(backend: AliyunBackend, params: Params) -> dict[str, Any]:
     return {"Zones": {"Zone": zones}}
 
 
+# DescribeAvailableResource's stock categories that mean "can be bought now".
+IN_STOCK = ("WithStock", "ClosedWithStock")
+
+
 def describe_available_resource(backend: AliyunBackend, params: Params) -> dict[str, Any]:
     region = backend.check_region(region_of(params))
     destination = params.get("DestinationResource")
@@ -154,7 +158,6 @@ def describe_available_resource(backend: AliyunBackend, params: Params) -> dict[
         raise SimError(
             "MissingParameter", "InstanceType is mandatory for DestinationResource SystemDisk."
         )
-    available = ("WithStock", "ClosedWithStock")
     result = []
     for zone in zones_of(region):
         if zone_filter and zone != zone_filter:
@@ -162,57 +165,8 @@ def describe_available_resource(backend: AliyunBackend, params: Params) -> dict[
         statuses = {t: backend.stock_status(region, zone, t, spot) for t in types}
         if not statuses:
             continue
-        zone_ok = any(s in available for s in statuses.values())
-        if destination == "Zone":
-            resources = [
-                {
-                    "Type": "Zone",
-                    "SupportedResources": {
-                        "SupportedResource": [
-                            {
-                                "Value": zone,
-                                "Status": "Available" if zone_ok else "SoldOut",
-                                "StatusCategory": "WithStock" if zone_ok else "WithoutStock",
-                            }
-                        ]
-                    },
-                }
-            ]
-        elif destination == "SystemDisk":
-            resources = [
-                {
-                    "Type": "SystemDisk",
-                    "SupportedResources": {
-                        "SupportedResource": [
-                            {
-                                "Value": category,
-                                "Status": "Available",
-                                "StatusCategory": "WithStock",
-                                "Min": 20,
-                                "Max": 2048,
-                                "Unit": "GiB",
-                            }
-                            for category in SYSTEM_DISK_CATEGORIES
-                        ]
-                    },
-                }
-            ]
-        else:
-            resources = [
-                {
-                    "Type": "InstanceType",
-                    "SupportedResources": {
-                        "SupportedResource": [
-                            {
-                                "Value": name,
-                                "Status": "Available" if status in available else "SoldOut",
-                                "StatusCategory": status,
-                            }
-                            for name, status in statuses.items()
-                        ]
-                    },
-                }
-            ]
+        zone_ok = any(s in IN_STOCK for s in statuses.values())
+        resources = _available_resources(destination, zone, zone_ok, statuses)
         result.append(
             {
                 "ZoneId": zone,
@@ -223,6 +177,46 @@ def describe_available_resource(backend: AliyunBackend, params: Params) -> dict[
             }
         )
     return {"AvailableZones": {"AvailableZone": result}}
+
+
+def _available_resources(
+    destination: str, zone: str, zone_ok: bool, statuses: dict[str, str]
+) -> list[dict[str, Any]]:
+    """One zone's AvailableResource list for `destination`: the zone itself (in stock if any
+    of the types is), the system disk categories, or else each instance type's stock."""
+    if destination == "Zone":
+        kind = "Zone"
+        supported = [
+            {
+                "Value": zone,
+                "Status": "Available" if zone_ok else "SoldOut",
+                "StatusCategory": "WithStock" if zone_ok else "WithoutStock",
+            }
+        ]
+    elif destination == "SystemDisk":
+        kind = "SystemDisk"
+        supported = [
+            {
+                "Value": category,
+                "Status": "Available",
+                "StatusCategory": "WithStock",
+                "Min": 20,
+                "Max": 2048,
+                "Unit": "GiB",
+            }
+            for category in SYSTEM_DISK_CATEGORIES
+        ]
+    else:
+        kind = "InstanceType"
+        supported = [
+            {
+                "Value": name,
+                "Status": "Available" if status in IN_STOCK else "SoldOut",
+                "StatusCategory": status,
+            }
+            for name, status in statuses.items()
+        ]
+    return [{"Type": kind, "SupportedResources": {"SupportedResource": supported}}]
 
 
 def describe_price(backend: AliyunBackend, params: Params) -> dict[str, Any]:

@@ -102,24 +102,24 @@ def instance_shape(backend: AliyunBackend, instance: Instance) -> dict[str, Any]
             "HttpEndpoint": instance.http_endpoint,
             "HttpPutResponseHopLimit": 1,
         },
-        "NetworkInterfaces": {
-            "NetworkInterface": [
-                {
-                    "NetworkInterfaceId": "eni-" + instance.id[2:],
-                    "Type": "Primary",
-                    "PrimaryIpAddress": instance.private_ip,
-                    "MacAddress": "00:16:3e:"
-                    + ":".join(instance.id[-6:][i : i + 2] for i in (0, 2, 4)),
-                    "PrivateIpSets": {
-                        "PrivateIpSet": [{"PrivateIpAddress": instance.private_ip, "Primary": True}]
-                    },
-                }
-            ]
-        },
+        "NetworkInterfaces": {"NetworkInterface": [_primary_network_interface(instance)]},
         # The SDK model: OperationLocks.LockReason[] of {LockReason, LockMsg}
         # (DescribeInstancesResponseBodyInstancesInstanceOperationLocks[LockReason]).
         "OperationLocks": {"LockReason": [{"LockReason": r} for r in instance.lock_reasons]},
         "ImageOptions": {"LoginAsNonRoot": False},
+    }
+
+
+def _primary_network_interface(instance: Instance) -> dict[str, Any]:
+    """The instance's one ENI: its id and MAC address derived from the instance id."""
+    return {
+        "NetworkInterfaceId": "eni-" + instance.id[2:],
+        "Type": "Primary",
+        "PrimaryIpAddress": instance.private_ip,
+        "MacAddress": "00:16:3e:" + ":".join(instance.id[-6:][i : i + 2] for i in (0, 2, 4)),
+        "PrivateIpSets": {
+            "PrivateIpSet": [{"PrivateIpAddress": instance.private_ip, "Primary": True}]
+        },
     }
 
 
