@@ -308,11 +308,13 @@ def provision(name: str, box: str, store_url: str | None, ssh_config: str | None
 @click.argument("box")
 @store_option
 def destroy(name: str, box: str, store_url: str | None) -> None:
-    """Destroy one box whose entry is `destroying` (run by delete); exit 3: not this pool's."""
+    """Destroy one box whose entry is `destroying` (run by delete and reconcile); exit 3: it
+    is not this pool's."""
+    from orchestrator.pool.members import NOT_OURS_EXIT
     from orchestrator.pool.members import destroy as destroy_box
 
     if not destroy_box(_open(name, store_url, False), box):
-        raise SystemExit(3)
+        raise SystemExit(NOT_OURS_EXIT)
 
 
 def _echo(result: dict[str, Any], as_json: bool, text: str) -> None:

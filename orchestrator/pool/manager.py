@@ -270,19 +270,23 @@ def reconcile(pool: Pool) -> dict[str, Any]:
     past their usable life or idle beyond --idle above --min, then top up to --min.
 
     Each box is handled on its own: one that fails is reported under `failed` and the others
-    go on. Damaged entries and boxes that are not this pool's are dropped (`dropped`)."""
+    go on. The boxes to destroy are claimed first (`destroying`), then destroyed all at once,
+    each in a child of its own, as `delete` does. Damaged entries and boxes that are not this
+    pool's are dropped (`dropped`)."""
     actions: dict[str, list[str]] = {
         "lease_recovered": [], "replaced": [], "stale_removed": [], "idle_destroyed": [],
         "expired_destroyed": [], "started": [], "dropped": [], "failed": [],
     }  # fmt: skip
+    claimed: dict[str, str] = {}  # box -> the action its destroy counts under
     data = pool.read()
     at = pool_record.now()
     for name, entry in list(data["boxes"].items()):
-        _isolated(pool, actions, name, _recover, pool, name, entry, at, actions)
+        _isolated(pool, actions, name, _recover, pool, name, entry, at, actions, claimed)
     for name, entry in list(pool.read()["boxes"].items()):
         if entry.get("state") == "ready":
-            _isolated(pool, actions, name, _replace_if_unhealthy, pool, name, entry, actions)
-    actions["idle_destroyed"] = _retire_idle(pool)
+            _isolated(pool, actions, name, _replace_if_unhealthy, pool, name, entry, claimed)
+    claimed.update(dict.fromkeys(_claim_idle(pool), "idle_destroyed"))
+    _destroy_claimed(pool, claimed, actions)
     actions["started"] = top_up(pool)
     dropped = {**pool.skipped, **pool.foreign}
     actions["dropped"] = [f"{name} ({why})" for name, why in sorted(dropped.items())]
@@ -299,8 +303,10 @@ def _isolated(pool: Pool, actions: dict[str, list[str]], name: str, work: Callab
         actions["failed"].append(f"{name}: {exc.one_line()}")
 
 
-def _recover(pool: Pool, name: str, entry: dict[str, Any], at: Any, actions: dict) -> None:
-    """An expired lease: take the box back. Work left in flight too long: destroy the box."""
+def _recover(pool: Pool, name: str, entry: dict[str, Any], at: Any, actions: dict,
+             claimed: dict[str, str]) -> None:  # fmt: skip
+    """An expired lease: take the box back. Work left in flight too long: claim the box for
+    destruction."""
     if pool_record.lease_expired(entry, at):
         if _claim(pool, name, "leased", "resetting", expired_lease=True):
             pool.say(f"pool {pool.name}: lease on {name} expired; taking the box back")
@@ -310,11 +316,11 @@ def _recover(pool: Pool, name: str, entry: dict[str, Any], at: Any, actions: dic
         pool, name, str(entry.get("state")), "destroying", stale=True
     ):
         pool.say(f"pool {pool.name}: {name} was left {entry.get('state')}; destroying it")
-        if members.destroy(pool, name):
-            actions["stale_removed"].append(name)
+        claimed[name] = "stale_removed"
 
 
-def _replace_if_unhealthy(pool: Pool, name: str, entry: dict[str, Any], actions: dict) -> None:
+def _replace_if_unhealthy(pool: Pool, name: str, entry: dict[str, Any],
+                          claimed: dict[str, str]) -> None:  # fmt: skip
     why = _unhealthy(pool, name, entry)
     if name in pool.foreign:
         members.drop(pool, name)
@@ -323,8 +329,27 @@ def _replace_if_unhealthy(pool: Pool, name: str, entry: dict[str, Any], actions:
         return
     if _claim(pool, name, "ready", "destroying"):
         pool.say(f"pool {pool.name}: {name} {why}; replacing it")
-        if members.destroy(pool, name):
-            actions["expired_destroyed" if why.startswith("expires") else "replaced"].append(name)
+        claimed[name] = "expired_destroyed" if why.startswith("expires") else "replaced"
+
+
+def _destroy_claimed(pool: Pool, claimed: dict[str, str], actions: dict[str, list[str]]) -> None:
+    """Destroy the boxes this reconcile claimed, all at once (members.destroy_boxes). An entry
+    with no box of this pool behind it is only dropped, here."""
+    boxes: list[str] = []
+
+    def sort(name: str) -> None:
+        if members.materialize(pool, name) is not None:
+            boxes.append(name)
+        elif members.destroy(pool, name):  # nothing to tear down: the entry goes
+            actions[claimed[name]].append(name)
+
+    for name in sorted(claimed):
+        _isolated(pool, actions, name, sort, name)
+    destroyed, failed = members.destroy_boxes(pool, boxes)
+    for name in destroyed:
+        actions[claimed[name]].append(name)
+    for name in failed:
+        actions["failed"].append(f"{name}: its destroy failed (its own error is above)")
 
 
 def _claim(pool: Pool, name: str, state: str, new: str, **why: bool) -> bool:
@@ -372,32 +397,27 @@ def _unhealthy(pool: Pool, name: str, entry: dict[str, Any]) -> str | None:
     return None if result.exit_code == 0 else "does not answer over SSH"
 
 
-def _retire_idle(pool: Pool) -> list[str]:
-    retired: list[str] = []
-    while True:
+def _claim_idle(pool: Pool) -> list[str]:
+    """Claim (`destroying`) the ready boxes idle beyond --idle, oldest first, down to --min."""
 
-        def pick(data: dict[str, Any]) -> str | None:
-            if pool_record.counted(data) <= int(data["min"]):
-                return None
-            limit = pool_record.now() - timedelta(seconds=float(data["idle_s"]))
-            idle = [
-                (entry.get("since") or "", name)
-                for name, entry in data["boxes"].items()
-                if entry.get("state") == "ready"
-                and (pool_record.parse_iso(entry.get("since")) or limit) <= limit
-            ]
-            if not idle:
-                return None
-            name = min(idle)[1]
+    def pick(data: dict[str, Any]) -> list[str]:
+        limit = pool_record.now() - timedelta(seconds=float(data["idle_s"]))
+        idle = sorted(
+            (entry.get("since") or "", name)
+            for name, entry in data["boxes"].items()
+            if entry.get("state") == "ready"
+            and (pool_record.parse_iso(entry.get("since")) or limit) <= limit
+        )
+        surplus = max(0, pool_record.counted(data) - int(data["min"]))
+        names = [name for _, name in idle[:surplus]]
+        for name in names:
             pool_record.set_state(data["boxes"][name], "destroying", pool.holder)
-            return name
+        return names
 
-        name = pool.change(pick)[1]
-        if name is None:
-            return retired
+    names = pool.change(pick)[1]
+    for name in names:
         pool.say(f"pool {pool.name}: {name} idle beyond --idle; destroying it")
-        members.destroy(pool, name)
-        retired.append(name)
+    return names
 
 
 # ------------------------------------------------------------------------------ delete

@@ -81,15 +81,14 @@ def provision(pool: Pool, box_name: str) -> Box:
 def destroy(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> bool:
     """Destroy a pool box (its entry is `destroying` or gone), then forget its entry. A box
     that is not this pool's is left alone (False); one whose owner the cloud cannot tell
-    keeps its entry, for a later reconcile (ownership.Unverified)."""
+    (ownership.Unverified), or whose destroy fails or is interrupted, keeps its entry: as
+    work left in flight, a later reconcile destroys it again."""
     box = materialize(pool, box_name, data)
-    try:
-        if box is not None:
-            teardown.down(box_name, None, pool.say, pool.progress, _forget)
-    finally:
-        drop(pool, box_name)
-        if pool.store.kind.shared:
-            pool.store.delete(pool_record.key_secret(pool.name, box_name))
+    if box is not None:
+        teardown.down(box_name, None, pool.say, pool.progress, _forget)
+    drop(pool, box_name)
+    if pool.store.kind.shared:
+        pool.store.delete(pool_record.key_secret(pool.name, box_name))
     return box_name not in pool.foreign
 
 
@@ -145,26 +144,35 @@ def start_boxes(pool: Pool, names: list[str]) -> list[str]:
     """Provision boxes in parallel, each in an `orch pool _provision` child (Terraform's
     signal handling needs a main thread of its own); returns those that came up."""
     ssh_config = ["--ssh-config", pool.ssh_config] if pool.ssh_config else []
-    return _in_children(pool, "_provision", names,
-                        [*ssh_config, "--check-timeout", str(pool.check_timeout)])  # fmt: skip
+    codes = _in_children(pool, "_provision", names,
+                         [*ssh_config, "--check-timeout", str(pool.check_timeout)])  # fmt: skip
+    return [name for name in names if codes[name] == 0]
 
 
 def destroy_boxes(pool: Pool, names: list[str]) -> tuple[list[str], list[str]]:
     """Destroy boxes whose entries are `destroying`, in parallel, each in an `orch pool
-    _destroy` child that checks the box is this pool's again; returns (destroyed, failed)."""
-    destroyed = _in_children(pool, "_destroy", names, [])
-    return destroyed, [name for name in names if name not in destroyed]
+    _destroy` child that checks the box is this pool's again; returns (destroyed, failed).
+    A box the child finds is not this pool's is in neither: it joins `pool.foreign`."""
+    codes = _in_children(pool, "_destroy", names, [])
+    for name in names:
+        if codes[name] == NOT_OURS_EXIT:
+            pool.foreign.setdefault(name, "not this pool's when its destroy checked again")
+    destroyed = [name for name in names if codes[name] == 0]
+    return destroyed, [name for name in names if codes[name] not in (0, NOT_OURS_EXIT)]
 
 
-def _in_children(pool: Pool, command: str, names: list[str], options: list[str]) -> list[str]:
-    """Run `orch pool COMMAND POOL BOX` for every box at once; the boxes whose child exited 0."""
+NOT_OURS_EXIT = 3  # `orch pool _destroy`: the box is not this pool's, and was left alone
+
+
+def _in_children(pool: Pool, command: str, names: list[str], options: list[str]) -> dict[str, int]:
+    """Run `orch pool COMMAND POOL BOX` for every box at once; each box's child's exit code."""
     store = ["--store", pool.store.url] if pool.store.kind.shared else []
     orch = [sys.executable, "-m", "orchestrator", "pool", command, pool.name]
     children = {
         name: subprocess.Popen([*orch, name, *store, *options], stdin=subprocess.DEVNULL)
         for name in names
     }
-    return [name for name, child in children.items() if child.wait() == 0]
+    return {name: child.wait() for name, child in children.items()}
 
 
 def provision_entry(

@@ -1,10 +1,14 @@
 """A pool acts only on its own boxes, never on someone else's lease, and survives a damaged
 record (issue 22, items 3 to 5). The record is a local store's; the cloud is the test-only
 faux cloud (tests/fixtures/clouds/faux: resource records in a folder), so what a pool box
-"carries in the cloud" is real data read through the Cloud seam, not a stub.
+"carries in the cloud" is real data read through the Cloud seam, not a stub. Destroys are
+real too: reconcile runs each in an `orch pool _destroy` child (the faux cloud registered
+there through ORCH_CLOUD_PLUGINS), whose `orch down` removes the box's record; these boxes
+have no Terraform configuration, so there is nothing else to destroy. A box whose record is
+gone was torn down; one whose record is still here was left alone.
 
 - a forged entry naming an ordinary box, or a box whose record or cloud tags name another
-  pool or store, is dropped and reported by reconcile and release, and `orch down` never runs;
+  pool or store, is dropped and reported by reconcile and release, and the box is kept;
 - `release` without the lease id of a box someone else holds is refused unless --force;
 - damaged settings are exit 2 with one line; damaged entries are skipped and reported by
   status, lease and reconcile, and the good entries still work.
@@ -25,7 +29,6 @@ from orchestrator.clouds import registry
 from orchestrator.clouds.base import BOX_TAG, POOL_STORE_TAG, POOL_TAG
 from orchestrator.pool import record as pool_record
 from orchestrator.pool.store import open_store
-from orchestrator.provision import teardown
 from orchestrator.provision.boxes import Box, box_directory, box_exists
 from tests.support import candidate
 
@@ -63,15 +66,14 @@ def record(**boxes: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """ORCH_HOME, the faux cloud (its folder), and a record of every `orch down` asked for."""
-    from tests.fixtures.clouds.faux import CLOUD_DIR_ENV, FauxCloud
+    """ORCH_HOME and the faux cloud (its folder), here and in `orch` children."""
+    from tests.fixtures.clouds.faux import CLOUD_DIR_ENV, PLUGIN, FauxCloud
 
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv(CLOUD_DIR_ENV, str(tmp_path / "cloud"))
+    monkeypatch.setenv(registry.PLUGINS_ENV, PLUGIN)
     clouds.register("faux", FauxCloud())
-    downs: list[str] = []
-    monkeypatch.setattr(teardown, "down", lambda name, *_a, **_k: downs.append(name))
-    yield {"store": open_store(None), "cloud": tmp_path / "cloud", "downs": downs}
+    yield {"store": open_store(None), "cloud": tmp_path / "cloud"}
     registry.unregister("faux")
 
 
@@ -128,7 +130,7 @@ def test_reconcile_drops_entries_naming_boxes_that_are_not_the_pool_s(home, caps
 
     code, result, err = orch(capsys, "pool", "reconcile", "gpu", "--json")
     assert code == 0, err
-    assert home["downs"] == ["gpu-0d0d0d"]  # only the pool's own box was destroyed
+    assert not box_exists("gpu-0d0d0d")  # the pool's own box was destroyed (the others: below)
     actions = result["actions"]
     assert actions["expired_destroyed"] == ["gpu-0d0d0d"] and actions["failed"] == []
     dropped = {line.split(" ")[0]: line for line in actions["dropped"]}
@@ -149,7 +151,7 @@ def test_release_dirty_of_a_forged_lease_leaves_the_box_alone(home, capsys):
                              "--dirty", "--json")  # fmt: skip
     assert code == 0, err
     assert result["outcome"] == "dropped: not a box of this pool"
-    assert home["downs"] == [] and box_exists("gpu-0a0a0a")
+    assert box_exists("gpu-0a0a0a")
     assert home["store"].read(KEY).data["boxes"] == {}
 
 
@@ -160,7 +162,7 @@ def test_when_the_cloud_cannot_be_asked_the_box_is_left_alone_and_kept(home, cap
     home["store"].create(KEY, record(**{"gpu-0d0d0d": entry(expires=SOON)}))
     monkeypatch.delenv(CLOUD_DIR_ENV)  # the faux cloud now answers NoCredentials
     code, result, err = orch(capsys, "pool", "reconcile", "gpu", "--json")
-    assert code == 1 and home["downs"] == []
+    assert code == 1 and box_exists("gpu-0d0d0d")
     (failed,) = result["actions"]["failed"]
     assert failed.startswith("gpu-0d0d0d: cannot tell whether box gpu-0d0d0d is this pool's")
     assert err[-1].startswith("orch: error: pool gpu: 1 box(es) failed to reconcile")
@@ -210,7 +212,7 @@ def test_damaged_settings_are_one_line_and_exit_2(home, capsys, field, value, wo
     for command in ("status", "lease", "reconcile"):
         code, _, err = orch(capsys, "pool", command, "gpu")
         one_error(code, err, "pool gpu: the record is damaged", words)
-    assert home["downs"] == []
+    assert home["store"].read(KEY).data["boxes"].keys() == {"gpu-0a0a0a"}  # left as it was
 
 
 DAMAGED = {
@@ -253,6 +255,81 @@ def test_one_damaged_entry_never_stops_reconcile(home, capsys):
     code, result, err = orch(capsys, "pool", "reconcile", "gpu", "--json")
     assert code == 0, err
     assert result["actions"]["expired_destroyed"] == ["gpu-0d0d0d"]
-    assert home["downs"] == ["gpu-0d0d0d"]
+    assert not box_exists("gpu-0d0d0d")
     assert len(result["actions"]["dropped"]) == len(DAMAGED)
+    assert home["store"].read(KEY).data["boxes"] == {}
+
+
+# ------------------------------------------------------------------------ destroys at once
+
+
+def test_reconcile_destroys_what_it_claims_at_once_each_in_a_child(home, capsys, monkeypatch):
+    """Stale work of every kind is claimed first and then destroyed in one batch of
+    `orch pool _destroy` children (real processes); a box whose record cannot be read fails
+    alone, and its entry is kept for the next reconcile."""
+    from orchestrator.pool import members
+    from orchestrator.provision.boxes import RECORD
+
+    stale = {"gpu-1b1b1b": "provisioning", "gpu-2b2b2b": "resetting", "gpu-3b3b3b": "destroying"}
+    for name in (*stale, "gpu-4b4b4b"):
+        make_box(home, name, POOL_TAGS, POOL_TAGS)
+    (box_directory("gpu-4b4b4b") / RECORD).write_text("{not json")
+    entries = {name: entry(state) for name, state in stale.items()}  # since long ago: stale
+    home["store"].create(KEY, record(**entries, **{"gpu-4b4b4b": entry("provisioning")}))
+    batches: list[list[str]] = []
+    real = members.destroy_boxes
+
+    def destroy_boxes(pool: Any, names: list[str]) -> tuple[list[str], list[str]]:
+        batches.append(list(names))
+        return real(pool, names)
+
+    monkeypatch.setattr(members, "destroy_boxes", destroy_boxes)
+
+    code, result, err = orch(capsys, "pool", "reconcile", "gpu", "--json")
+    assert code == 1, err
+    assert batches == [sorted(stale)]  # one batch, all three
+    assert result["actions"]["stale_removed"] == sorted(stale)
+    (failed,) = result["actions"]["failed"]
+    assert failed.startswith("gpu-4b4b4b: cannot read box record")
+    assert not any(box_exists(name) for name in stale) and box_exists("gpu-4b4b4b")
+    assert home["store"].read(KEY).data["boxes"].keys() == {"gpu-4b4b4b"}
+
+
+def test_idle_boxes_above_min_are_claimed_oldest_first(home):
+    from orchestrator.pool import manager
+
+    oldest, older, newest = "2026-12-04T08:00:00Z", "2026-12-04T09:00:00Z", "2026-12-04T10:00:00Z"
+    data = record(**{"gpu-1c1c1c": entry(since=older), "gpu-2c2c2c": entry(since=oldest),
+                     "gpu-3c3c3c": entry(since=newest), "gpu-4c4c4c": leased(),
+                     "gpu-5c5c5c": entry(since=iso(datetime.now(UTC)))})  # fmt: skip
+    data["min"] = 3
+    home["store"].create(KEY, data)
+    pool = manager.open_pool("gpu", None, print)
+    assert manager._claim_idle(pool) == ["gpu-2c2c2c", "gpu-1c1c1c"]  # 5 boxes down to 3
+    states = {name: e["state"] for name, e in home["store"].read(KEY).data["boxes"].items()}
+    assert [name for name, state in sorted(states.items()) if state == "destroying"] == [
+        "gpu-1c1c1c", "gpu-2c2c2c"]  # fmt: skip
+    assert manager._claim_idle(pool) == []  # at --min: nothing more
+
+
+def test_a_destroy_that_fails_keeps_the_entry_for_a_later_reconcile(home, monkeypatch):
+    from orchestrator.errors import OrchError
+    from orchestrator.pool import manager, members
+    from orchestrator.provision import teardown
+
+    make_box(home, "gpu-0d0d0d", POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**{"gpu-0d0d0d": entry("destroying")}))
+
+    def fails(name: str, *_: Any, **__: Any) -> None:
+        raise OrchError(f"Terraform could not destroy box {name}")
+
+    real_down = teardown.down
+    monkeypatch.setattr(teardown, "down", fails)
+    pool = manager.open_pool("gpu", None, print)
+    with pytest.raises(OrchError, match="could not destroy box gpu-0d0d0d"):
+        members.destroy(pool, "gpu-0d0d0d")
+    assert home["store"].read(KEY).data["boxes"]["gpu-0d0d0d"]["state"] == "destroying"
+    assert box_exists("gpu-0d0d0d")
+    monkeypatch.setattr(teardown, "down", real_down)  # the next try works
+    assert members.destroy(pool, "gpu-0d0d0d") and not box_exists("gpu-0d0d0d")
     assert home["store"].read(KEY).data["boxes"] == {}
