@@ -25,6 +25,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,44 @@ def write_shims(folder: Path, ssh_config: Path) -> Path:
     return folder
 
 
+def push_context() -> dict[str, Any]:
+    """The `github`, `vars` and `secrets` contexts of a push to main."""
+    return {
+        "github": {
+            "event_name": "push",
+            "run_id": "8123456789",
+            "run_attempt": "1",
+            "repository": "example/trainer",
+            "ref": "refs/heads/main",
+        },
+        "vars": {"ORCH_STATE_BUCKET": STATE_BUCKET, "ORCH_SSH_CIDR": SSH_CIDR},
+        "secrets": {"AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/ci"},
+    }
+
+
+def assert_nothing_left(ec2: Any, s3: Any, box_name: str) -> None:
+    """`orch run` took everything with it: the instance, and the state in the bucket."""
+    live = ec2.describe_instances(
+        Filters=[
+            {"Name": "tag:orch:box", "Values": [box_name]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]},
+        ]
+    )["Reservations"]
+    assert live == []
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=STATE_BUCKET).get("Contents", [])]
+    assert not any(box_name in key for key in keys)
+
+
+def leak_an_expired_instance(ec2: Any, box_name: str) -> str:
+    """An instance a cancelled run left behind, tagged as orch's and long expired."""
+    tags = [{"Key": "orch:box", "Value": box_name},
+            {"Key": "orch:expires-at", "Value": "2021-01-01T00:00:00Z"}]  # fmt: skip
+    return ec2.run_instances(
+        ImageId=MOTO_AMI, InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )["Instances"][0]["InstanceId"]  # fmt: skip
+
+
 def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
     yaml = require_module("yaml", "PyYAML, which parses the workflow")
     require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
@@ -88,17 +127,6 @@ def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
         "PATH": f"{shims}:{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "ORCH_SSH_CONFIG": str(routes),
     }
-    context = {
-        "github": {
-            "event_name": "push",
-            "run_id": "8123456789",
-            "run_attempt": "1",
-            "repository": "example/trainer",
-            "ref": "refs/heads/main",
-        },
-        "vars": {"ORCH_STATE_BUCKET": STATE_BUCKET, "ORCH_SSH_CIDR": SSH_CIDR},
-        "secrets": {"AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/ci"},
-    }
 
     def after_plan(runner: Runner) -> None:
         plan_path = workspace / "plan.json"
@@ -108,7 +136,7 @@ def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
         plan_path.write_text(json.dumps(plan))
         server.serve(FIXTURE_FOR_GPU[plan["choice"]["gpu"]])
 
-    runner = Runner(workflow, workspace, base_env, context, {"plan": after_plan})
+    runner = Runner(workflow, workspace, base_env, push_context(), {"plan": after_plan})
     try:
         train = {run.name: run for run in runner.run_job("train")}
         assert runner.run_job("sweep") == []  # not a scheduled event
@@ -127,33 +155,10 @@ def test_github_actions_example_runs_end_to_end(aws_env, s3, ec2, tmp_path):
     assert "nothing to destroy" in train["Destroy the box"].stdout
     assert "pip install orch" in (shims / "pip.log").read_text()
 
-    # `orch run` took everything with it: the instance, and the state in the bucket.
-    live = ec2.describe_instances(
-        Filters=[
-            {"Name": "tag:orch:box", "Values": [box_name]},
-            {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]},
-        ]
-    )["Reservations"]
-    assert live == []
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=STATE_BUCKET).get("Contents", [])]
-    assert not any(box_name in key for key in keys)
+    assert_nothing_left(ec2, s3, box_name)
 
     # The scheduled run: only the sweep job, which destroys an expired leftover.
-    leaked = ec2.run_instances(
-        ImageId=MOTO_AMI,
-        InstanceType="g4dn.xlarge",
-        MinCount=1,
-        MaxCount=1,
-        TagSpecifications=[
-            {
-                "ResourceType": "instance",
-                "Tags": [
-                    {"Key": "orch:box", "Value": "ci-leaked-by-a-cancelled-run"},
-                    {"Key": "orch:expires-at", "Value": "2021-01-01T00:00:00Z"},
-                ],
-            }
-        ],
-    )["Instances"][0]["InstanceId"]
+    leaked = leak_an_expired_instance(ec2, "ci-leaked-by-a-cancelled-run")
     runner.context["github"]["event_name"] = "schedule"
     assert runner.run_job("train") == []
     sweep = {run.name: run for run in runner.run_job("sweep")}

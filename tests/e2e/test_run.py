@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -64,7 +65,7 @@ sys.exit(int(os.environ.get("EXIT_CODE", "0")))
 @pytest.fixture
 def box_server(tmp_path: Path):
     require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
-    require(__import__("shutil").which("rsync"), "rsync (orch run syncs with it)")
+    require(shutil.which("rsync"), "rsync (orch run syncs with it)")
     server = sshbox.make_sshbox(tmp_path / "sshd")
     sshbox.set_box_environment(server, tmp_path / "box-home")
     server.serve("a10g")  # g5.xlarge's GPU
@@ -347,6 +348,37 @@ def role_policy_of(ec2: Any, iam: Any, instance: dict[str, Any]) -> dict[str, An
     return json.loads(document) if isinstance(document, str) else document
 
 
+def assert_role_reaches_only_its_run(policy: dict[str, Any], bucket: str) -> None:
+    """The box's role may touch this run's checkpoints and nothing else."""
+    statements = policy["Statement"]
+    objects = next(s for s in statements if "s3:PutObject" in s["Action"])
+    (resource,) = objects["Resource"]
+    assert resource.startswith(f"arn:aws:s3:::{bucket}/runs/r-")
+    assert resource.endswith("/*")
+    listing = next(s for s in statements if s["Action"] == ["s3:ListBucket"])
+    assert listing["Resource"] == [f"arn:aws:s3:::{bucket}"]
+    run_prefix = resource.removeprefix(f"arn:aws:s3:::{bucket}/")
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [run_prefix]}}
+
+
+def reclaim(ec2: Any, capacity_proxy: Any, instance_id: str, run_dir: Path, box_home: Path) -> None:
+    """The spot service takes the box: the instance terminates (with EC2's reclaim reason),
+    its processes and its disk go with it."""
+    capacity_proxy.spot_reclaimed.add(instance_id)
+    ec2.terminate_instances(InstanceIds=[instance_id])
+    os.killpg(int((run_dir / "pid").read_text()), signal.SIGKILL)
+    shutil.rmtree(box_home / ".orch")
+    shutil.rmtree(box_home / "orch")
+
+
+def assert_one_reclaim_recovered(report: dict[str, Any]) -> None:
+    assert report["exit_code"] == 0 and report["recoveries"] == 1
+    lost, finished = report["attempts"]
+    assert lost["outcome"] == "reclaimed" and "SpotInstanceTermination" in lost["reason"]
+    assert finished["outcome"] == "completed" and finished["market"] == "spot"
+    assert report["time_lost_s"] > 0 and report["cost_usd"] is not None
+
+
 def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     orch_process, ec2, s3, iam, aws_env, box_server, capacity_proxy, tmp_path
 ):
@@ -386,16 +418,7 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         out = Lines(proc.stderr)  # under --json, CMD's output and orch's lines are on stderr
         out.wait_for("count 5", timeout=300)
         (first,) = instances(ec2, "run-spot")
-        # The box's role may touch this run's checkpoints and nothing else.
-        statements = role_policy_of(ec2, iam, first)["Statement"]
-        objects = next(s for s in statements if "s3:PutObject" in s["Action"])
-        (resource,) = objects["Resource"]
-        assert resource.startswith(f"arn:aws:s3:::{SPOT_BUCKET}/runs/r-")
-        assert resource.endswith("/*")
-        listing = next(s for s in statements if s["Action"] == ["s3:ListBucket"])
-        assert listing["Resource"] == [f"arn:aws:s3:::{SPOT_BUCKET}"]
-        run_prefix = resource.removeprefix(f"arn:aws:s3:::{SPOT_BUCKET}/")
-        assert listing["Condition"] == {"StringLike": {"s3:prefix": [run_prefix]}}
+        assert_role_reaches_only_its_run(role_policy_of(ec2, iam, first), SPOT_BUCKET)
 
         # The spot service gives notice: the agent uploads the checkpoint at once.
         metadata.notice_aws()
@@ -405,23 +428,12 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         saved = checkpointed_count(s3, SPOT_BUCKET)
         assert saved >= 5
 
-        # ...and takes the box: the instance terminates (with EC2's reclaim reason), its
-        # processes and its disk go with it.
-        capacity_proxy.spot_reclaimed.add(first["InstanceId"])
-        ec2.terminate_instances(InstanceIds=[first["InstanceId"]])
-        os.killpg(int((run_dir / "pid").read_text()), signal.SIGKILL)
-        __import__("shutil").rmtree(box_home / ".orch")
-        __import__("shutil").rmtree(box_home / "orch")
+        reclaim(ec2, capacity_proxy, first["InstanceId"], run_dir, box_home)
 
         stdout = proc.stdout.read()
         assert proc.wait(timeout=600) == 0, "\n".join(out.lines[-40:])
         out.thread.join(timeout=10)
-    report = json.loads(stdout)
-    assert report["exit_code"] == 0 and report["recoveries"] == 1
-    lost, finished = report["attempts"]
-    assert lost["outcome"] == "reclaimed" and "SpotInstanceTermination" in lost["reason"]
-    assert finished["outcome"] == "completed" and finished["market"] == "spot"
-    assert report["time_lost_s"] > 0 and report["cost_usd"] is not None
+    assert_one_reclaim_recovered(json.loads(stdout))
 
     # The second attempt resumed from the checkpoint, and the count finished exactly once.
     resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]

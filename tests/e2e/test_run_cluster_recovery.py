@@ -294,11 +294,19 @@ def test_a_lost_node_is_replaced_alone_and_the_ddp_job_finishes_the_count_once(
     assert saved <= resumed <= HOLD and starts[1]["restored"] == f"{resumed},{resumed}"
     assert starts[0]["restored"] == "0,0"
 
-    # Every node's log of the attempt that finished: node I held global rank I, the final
-    # all_reduce saw both ranks, DDP kept the weights equal, and they are those of 40 steps
-    # never interrupted (a step replayed or lost would move them by ~1e-3). The lost attempt
-    # never got there (node 1's log went with it).
-    logs = {f"{Path(p).parent.name}/{Path(p).name}": Path(p) for p in report["node_logs"]}
+    assert_the_finished_attempt_trained_as_one(report["node_logs"], rank0)
+    workdir = tmp_path / "project"
+    assert json.loads((workdir / "outputs" / "count.json").read_text()) == list(range(1, COUNT + 1))
+    assert_nothing_tagged(ec2, NAME)
+    assert tagged_left(ec2, NAME) == []  # placement group, launch template, address too
+
+
+def assert_the_finished_attempt_trained_as_one(node_logs: list[str], rank0: str) -> None:
+    """Every node's log of the attempt that finished: node I held global rank I, the final
+    all_reduce saw both ranks, DDP kept the weights equal, and they are those of 40 steps
+    never interrupted (a step replayed or lost would move them by ~1e-3). The lost attempt
+    never got there (node 1's log went with it)."""
+    logs = {f"{Path(p).parent.name}/{Path(p).name}": Path(p) for p in node_logs}
     assert sorted(logs) == ["attempt-1/node-0.log", "attempt-2/node-0.log", "attempt-2/node-1.log"]
     assert results(logs["attempt-1/node-0.log"].read_text()) == []
     found = [results(logs[f"attempt-2/node-{i}.log"].read_text()) for i in range(2)]
@@ -309,10 +317,6 @@ def test_a_lost_node_is_replaced_alone_and_the_ddp_job_finishes_the_count_once(
     weights = [[w for p in line["weights"] for w in p] for (line,) in found]
     assert weights[0] == weights[1]
     assert weights[0] == pytest.approx(trained(COUNT, 2), abs=1e-5)
-    workdir = tmp_path / "project"
-    assert json.loads((workdir / "outputs" / "count.json").read_text()) == list(range(1, COUNT + 1))
-    assert_nothing_tagged(ec2, NAME)
-    assert tagged_left(ec2, NAME) == []  # placement group, launch template, address too
 
 
 def _run_and_lose_node_1(

@@ -1,5 +1,6 @@
-"""The house rules on size (issue 19's "done when"): no product function over 80 lines and no
-module over 600 lines, the box-side agent apart (it ships to the box as one file).
+"""The house rules on size (issue 19's "done when"): no function over 80 lines, in the product,
+its tests (emulators included) or its benchmarks, and no product module over 600 lines, the
+box-side agent apart (it ships to the box as one file).
 
 A function's length is counted from its `def` line to its last line, so a click command's
 stack of option declarations above the `def` is not counted; a nested function counts inside
@@ -11,7 +12,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "orchestrator"
+CODE = (PACKAGE, ROOT / "tests", ROOT / "benchmarks")
+THIRD_PARTY = "site"  # benchmarks/gpu/run_cases.sh unpacks wheels there on a GPU machine
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600
 ONE_FILE_ON_THE_BOX = {PACKAGE / "boxside" / "agent.py"}
@@ -40,10 +44,17 @@ def test_the_counter_finds_a_long_function():
     assert long_functions(f"@decorator\ndef f():\n{body[: body.rindex(chr(10))]}\n", 80) == []
 
 
-def test_no_product_function_is_over_80_lines():
+def test_no_function_is_over_80_lines():
+    modules = sorted(
+        path
+        for folder in CODE
+        for path in folder.rglob("*.py")
+        if THIRD_PARTY not in path.relative_to(ROOT).parts
+    )
+    assert len(modules) > 300, "the code was not found where this test looks"
     over = [
-        f"{path.relative_to(PACKAGE.parent)}:{name} ({lines} lines)"
-        for path in product_modules()
+        f"{path.relative_to(ROOT)}:{name} ({lines} lines)"
+        for path in modules
         for name, lines in long_functions(path.read_text(), MAX_FUNCTION_LINES)
     ]
     assert over == []
