@@ -40,8 +40,10 @@ def main(argv: list[str] | None = None, collector_paused: bool = False) -> None:
 
         status = run_click(args, collector_paused)
         sys.stdout.flush()  # a failed write (a full disk, a closed pipe) is reported here
-    except OrchError as exc:
-        _say(f"orch: error: {exc.one_line()}")
+    except OrchError as exc:  # its text may carry a cloud's or a box's words: escaped
+        from orchestrator.check.untrusted import printable
+
+        _say(f"orch: error: {printable(exc.one_line(), limit=None)}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         _say("orch: interrupted")

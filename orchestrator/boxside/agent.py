@@ -224,10 +224,11 @@ class Boto3Store:
         import boto3
         import botocore.session
         from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError  # an HTML page, not S3's XML
 
         self.bucket = bucket
         self.client_error = ClientError
-        self.errors = (BotoCoreError, ClientError)
+        self.errors = (BotoCoreError, ClientError, ResponseParserError)
         endpoint = os.environ.get("ORCH_STORE_ENDPOINT", "").strip()
         kwargs = {"config": client_config(endpoint)}
         if endpoint:

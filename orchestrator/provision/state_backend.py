@@ -93,9 +93,11 @@ def s3_client(region: str | None = None) -> Any:
 
 
 def client_errors() -> tuple[type[BaseException], ...]:
-    from botocore.exceptions import BotoCoreError, ClientError
+    """boto3's errors for an S3 call. S3's parser reads an HTML page (a proxy's, a captive
+    portal's) as a 500 ClientError; the unreadable-answer error is caught all the same."""
+    from orchestrator.clouds.aws.client import sdk_errors
 
-    return (ClientError, BotoCoreError)
+    return sdk_errors()
 
 
 def bucket_region(location: StateLocation) -> str:

@@ -28,6 +28,7 @@ def client(service: str, region: str) -> Any:
 
 def call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from botocore.parsers import ResponseParserError
 
     try:
         return fn(*args, **kwargs)
@@ -41,6 +42,29 @@ def call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise AwsError(f"AWS {what} failed: {code}: {error.get('Message', '')}", code) from None
     except BotoCoreError as exc:
         raise AwsError(f"AWS {what} failed: {exc}") from None
+    except ResponseParserError as exc:
+        raise AwsError(f"AWS {what} failed: {unreadable_answer(exc)}", hint=ENDPOINT_HINT) from None
+
+
+# botocore raises ResponseParserError (botocore/parsers.py: `class ResponseParserError(
+# Exception)`, outside BotoCoreError) when an answer is not AWS's XML or JSON: an HTML error
+# page from a proxy, a load balancer or an endpoint that is not AWS's. Its text carries the
+# whole body; only its first line is shown.
+ENDPOINT_HINT = "check AWS_ENDPOINT_URL and any proxy between here and AWS"
+
+
+def unreadable_answer(exc: Exception) -> str:
+    first = (str(exc).splitlines() or [""])[0].rstrip(": ")
+    return f"its answer is not an AWS response ({first or type(exc).__name__})"
+
+
+def sdk_errors() -> tuple[type[Exception], ...]:
+    """What a boto3 call raises when it fails: an error answer (ClientError), the SDK's own
+    errors (no credentials, no connection, a bad endpoint) and an answer it cannot read."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
+
+    return (ClientError, BotoCoreError, ResponseParserError)
 
 
 def tags_of(resource: dict[str, Any]) -> dict[str, str]:

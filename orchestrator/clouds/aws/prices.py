@@ -183,6 +183,9 @@ def _client(service: str, region: str) -> Any:
 def _pages(call: Any, key: str, **request: Any) -> Iterable[Any]:
     """Every item under `key` across NextToken pages, with SDK errors as AwsPricingError."""
     from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.parsers import ResponseParserError
+
+    from orchestrator.clouds.aws.client import ENDPOINT_HINT, unreadable_answer
 
     token: str | None = None
     while True:
@@ -197,6 +200,9 @@ def _pages(call: Any, key: str, **request: Any) -> Iterable[Any]:
             ) from None
         except BotoCoreError as exc:  # no credentials, no connection, bad endpoint
             raise AwsPricingError(f"AWS price API: {exc}") from None
+        except ResponseParserError as exc:  # an HTML page from a proxy (aws/client.py)
+            raise AwsPricingError(f"AWS price API: {unreadable_answer(exc)}",
+                                  hint=ENDPOINT_HINT) from None  # fmt: skip
         yield from page.get(key, [])
         token = page.get("NextToken") or None
         if not token:
