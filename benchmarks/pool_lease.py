@@ -1,9 +1,11 @@
 """Lease latency from a warm pool against a cold `orch up` of the same plan, as a ratio.
 
-Everything is a local stand-in, as in tests/e2e/test_pool.py: moto for EC2, the real Terraform
-core and hashicorp/aws from a provider mirror (one shared plugin cache), and one real sshd on
-loopback standing in for every box (tests.e2e.sshbox): each box gets in with its own key and
-has its own HOME (KeyRouter), and the GPU check runs a fake nvidia-smi (an A10G, g5.xlarge).
+Everything is a local stand-in, as in tests/e2e/test_pool.py: moto for EC2 (behind the
+tests' proxy, which serves the placement groups moto lacks: tests/sim/ec2_placement.py), the
+real Terraform core and hashicorp/aws from a provider mirror (one shared plugin cache), and
+one real sshd on loopback standing in for every box (tests.e2e.sshbox): each box gets in
+with its own key and has its own HOME (KeyRouter), and the GPU check runs a fake nvidia-smi
+(an A10G, g5.xlarge).
 The pool's record is in the local store (ORCH_HOME).
 
 1. Cold: `orch up --plan plan.json --name cold --ttl 2h --ssh-cidr ... --check-timeout 60`,
@@ -43,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +63,7 @@ from benchmarks.up_overhead import (  # noqa: E402
 from orchestrator.plan import Plan, write_plan  # noqa: E402
 from tests import support  # noqa: E402
 from tests.e2e import sshbox  # noqa: E402
+from tests.e2e.conftest import CapacityProxy  # noqa: E402
 
 MOTO_AMI = "ami-1e749f67"
 INSTANCE_TYPE = "g5.xlarge"  # one A10G: what the sshd's fake nvidia-smi serves ("a10g")
@@ -140,7 +144,7 @@ class Bench:
     show_logs: bool = False
     pool_created: bool = False
     cold_started: bool = False
-    leased: list[str] = field(default_factory=list)  # boxes leased and not released yet
+    leased: dict[str, str] = field(default_factory=dict)  # box -> lease id, not released yet
 
     def orch(self, *args: str, timeout: float, prefix: list[str] | None = None,
              env: dict[str, str] | None = None) -> Call:  # fmt: skip
@@ -184,14 +188,15 @@ class Bench:
         self.cold_started = False
         return {"up": up.seconds, "down": down.seconds}
 
-    def create_pool(self) -> float:
+    def create_pool(self, minimum: int = 2) -> float:
         self.pool_created = True
-        call = self.orch("pool", "create", POOL, "--plan", str(self.plan), "--min", "2",
-                         "--max", "4", "--ttl", "2h", "--lease-ttl", "30m", "--ssh-cidr", CIDR,
-                         "--check-timeout", CHECK_TIMEOUT, timeout=UP_TIMEOUT_S)  # fmt: skip
+        call = self.orch("pool", "create", POOL, "--plan", str(self.plan), "--min", str(minimum),
+                         "--max", str(max(4, minimum)), "--ttl", "2h", "--lease-ttl", "30m",
+                         "--ssh-cidr", CIDR, "--check-timeout", CHECK_TIMEOUT,
+                         timeout=UP_TIMEOUT_S)  # fmt: skip
         states = self.states()
-        if sorted(states.values()) != ["ready", "ready"]:
-            raise RuntimeError(f"pool create left {states}, not two ready boxes")
+        if sorted(states.values()) != ["ready"] * minimum:
+            raise RuntimeError(f"pool create left {states}, not {minimum} ready boxes")
         return call.seconds
 
     def states(self) -> dict[str, str]:
@@ -204,14 +209,15 @@ class Bench:
                          CHECK_TIMEOUT, timeout=QUICK_TIMEOUT_S, prefix=prefix,
                          env=env)  # fmt: skip
         answer = json.loads(call.stdout)
-        self.leased.append(answer["box"])
+        self.leased[answer["box"]] = answer["lease_id"]
         if "no ready box" in call.stderr:
             raise RuntimeError(f"the lease started a new box: not a warm lease\n{call.stderr}")
         return call.seconds, answer["box"]
 
     def release(self, box: str) -> float:
-        call = self.orch("pool", "release", POOL, box, "--json", timeout=QUICK_TIMEOUT_S)
-        self.leased.remove(box)
+        call = self.orch("pool", "release", POOL, box, "--lease", self.leased[box], "--json",
+                         timeout=QUICK_TIMEOUT_S)  # fmt: skip
+        del self.leased[box]
         outcome = json.loads(call.stdout)["outcome"]
         if outcome != "ready":
             raise RuntimeError(f"release of {box} ended {outcome!r}, not ready:\n{call.stderr}")
@@ -266,8 +272,9 @@ class Bench:
                                 timeout=QUICK_TIMEOUT_S)  # fmt: skip
         if result.returncode != 0:
             raise RuntimeError(f"lease under -X importtime failed:\n{result.stderr[-2000:]}")
-        self.leased.append(json.loads(result.stdout)["box"])
-        self.release(self.leased[-1])
+        answer = json.loads(result.stdout)
+        self.leased[answer["box"]] = answer["lease_id"]
+        self.release(answer["box"])
         found["imports"] = top_imports(result.stderr)
 
         # cProfile's view of the whole process.
@@ -413,6 +420,31 @@ def print_profile(found: dict[str, object]) -> None:
 # ------------------------------------------------------------------------------ main
 
 
+@contextlib.contextmanager
+def pool_bench(work: Path, mirror: Path, url: str, show_logs: bool) -> Iterator[Bench]:
+    """A Bench on moto at `url`: one sshd with a fake nvidia-smi (A10G) for every box, each
+    box its own key and HOME, a g5.xlarge plan; its pool and boxes cleaned up on the way out."""
+    with contextlib.ExitStack() as stack:
+        # moto has no placement groups, which `orch down` asks for: the tests' proxy serves them
+        proxy = stack.enter_context(CapacityProxy(url))
+        server = sshbox.make_sshbox(work / "sshd")
+        stack.callback(server.stop)
+        server.serve("a10g")
+        routes = sshbox.route_to(server, work / "routes")
+        env = {**moto_env(work, mirror, proxy.url), "ORCH_SSH_CONFIG": str(routes),
+               "ORCH_OWNER": "bench@orch", "PYTHONUNBUFFERED": "1"}  # fmt: skip
+        orch_home = Path(env["ORCH_HOME"])
+        orch_home.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(sshbox.KeyRouter(server, orch_home, work / "homes"))
+        plan = work / "plan.json"
+        write_plan(Plan({"model": "bert-large"}, {}, candidate(), [],
+                        "2026-12-02T19:00:00Z"), plan)  # fmt: skip
+        bench = Bench(work, env, plan, show_logs)
+        stack.callback(lambda: [print(f"cleanup: {p}", file=sys.stderr)
+                                for p in bench.cleanup()])  # fmt: skip
+        yield bench
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="leases (each then released)")
@@ -430,26 +462,9 @@ def main() -> None:
 
     moto, url = start_moto()
     work = Path(tempfile.mkdtemp(prefix="orch-bench-pool-"))
-    bench: Bench | None = None
     failed = False
     try:
-        with contextlib.ExitStack() as stack:
-            server = sshbox.make_sshbox(work / "sshd")
-            stack.callback(server.stop)
-            server.serve("a10g")
-            routes = sshbox.route_to(server, work / "routes")
-            env = {**moto_env(work, mirror, url), "ORCH_SSH_CONFIG": str(routes),
-                   "ORCH_OWNER": "bench@orch", "PYTHONUNBUFFERED": "1"}  # fmt: skip
-            orch_home = Path(env["ORCH_HOME"])
-            orch_home.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(sshbox.KeyRouter(server, orch_home, work / "homes"))
-            plan = work / "plan.json"
-            write_plan(Plan({"model": "bert-large"}, {}, candidate(), [],
-                            "2026-12-02T19:00:00Z"), plan)  # fmt: skip
-            bench = Bench(work, env, plan, args.show_logs)
-            stack.callback(lambda: [print(f"cleanup: {p}", file=sys.stderr)
-                                    for p in bench.cleanup()])  # fmt: skip
-
+        with pool_bench(work, mirror, url, args.show_logs) as bench:
             bench.warm_plugin_cache()
             cold = bench.cold()
             print(f"cold orch up {cold['up']:.2f} s (down {cold['down']:.2f} s)", flush=True)
