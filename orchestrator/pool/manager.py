@@ -337,14 +337,14 @@ def _destroy_claimed(pool: Pool, claimed: dict[str, str], actions: dict[str, lis
     with no box of this pool behind it is only dropped, here."""
     boxes: list[str] = []
 
-    def sort(name: str) -> None:
+    def stage(name: str) -> None:  # a box of this pool to destroy, or only an entry to drop
         if members.materialize(pool, name) is not None:
             boxes.append(name)
         elif members.destroy(pool, name):  # nothing to tear down: the entry goes
             actions[claimed[name]].append(name)
 
     for name in sorted(claimed):
-        _isolated(pool, actions, name, sort, name)
+        _isolated(pool, actions, name, stage, name)
     destroyed, failed = members.destroy_boxes(pool, boxes)
     for name in destroyed:
         actions[claimed[name]].append(name)
