@@ -59,6 +59,7 @@ from benchmarks.up_overhead import (  # noqa: E402
     raw_env,
     render_template,
     start_moto,
+    stop_moto,
 )
 from orchestrator.plan import Plan, write_plan  # noqa: E402
 from tests import support  # noqa: E402
@@ -484,12 +485,7 @@ def main() -> None:
         failed = True
         raise
     finally:
-        moto.terminate()
-        try:
-            moto.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            moto.kill()
-            moto.wait(timeout=10)
+        stop_moto(moto)
         shutil.rmtree(work, ignore_errors=True)
         if failed:
             print("benchmark failed; the pool and the cold box were cleaned up", file=sys.stderr)

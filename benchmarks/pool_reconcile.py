@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -39,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.pool_lease import POOL, UP_TIMEOUT_S, Bench, pool_bench  # noqa: E402
-from benchmarks.up_overhead import find_mirror, start_moto  # noqa: E402
+from benchmarks.up_overhead import find_mirror, start_moto, stop_moto  # noqa: E402
 from tests.e2e import sshbox  # noqa: E402
 
 
@@ -116,12 +115,7 @@ def main() -> None:
         with pool_bench(work, mirror, url, args.show_logs) as bench:
             run(bench, args.boxes, args.single, args.lose)
     finally:
-        moto_process.terminate()
-        try:
-            moto_process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            moto_process.kill()
-            moto_process.wait(timeout=10)
+        stop_moto(moto_process)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -75,6 +75,15 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
     sys.exit("moto_server did not start")
 
 
+def stop_moto(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
 def candidate() -> Candidate:
     return Candidate(
         cloud="aws",
@@ -207,8 +216,7 @@ def main() -> None:
             )
         )
     finally:
-        moto.terminate()
-        moto.wait(timeout=10)
+        stop_moto(moto)
         shutil.rmtree(work, ignore_errors=True)
 
 
