@@ -330,7 +330,7 @@ class Bench:
             self.plan(name, "spot", price_per_hour=0.4), name, workdir,
             "--checkpoint-dir", "ckpt", "--store", f"s3://{bucket}/runs",
             "--checkpoint-interval", "1", "--spot-recovery", "1",
-            "--", "python3", "counter.py", "40", "0.25",
+            "--", "python3", "counter.py", "40", "0.25", "5",  # attempt 1 holds at 5
         )  # fmt: skip
         run = OrchRun(name, argv, self.env)
         self.leftovers.append(name)
