@@ -59,12 +59,11 @@ from benchmarks.up_overhead import (  # noqa: E402
     raw_env,
     render_template,
     start_moto,
-    stop_moto,
 )
 from orchestrator.plan import Plan, write_plan  # noqa: E402
 from tests import support  # noqa: E402
 from tests.e2e import sshbox  # noqa: E402
-from tests.e2e.conftest import CapacityProxy  # noqa: E402
+from tests.e2e.conftest import CapacityProxy, stop_process  # noqa: E402
 
 MOTO_AMI = "ami-1e749f67"
 INSTANCE_TYPE = "g5.xlarge"  # one A10G: what the sshd's fake nvidia-smi serves ("a10g")
@@ -422,10 +421,19 @@ def print_profile(found: dict[str, object]) -> None:
 
 
 @contextlib.contextmanager
-def pool_bench(work: Path, mirror: Path, url: str, show_logs: bool) -> Iterator[Bench]:
-    """A Bench on moto at `url`: one sshd with a fake nvidia-smi (A10G) for every box, each
-    box its own key and HOME, a g5.xlarge plan; its pool and boxes cleaned up on the way out."""
+def pool_bench(mirror_arg: str | None, show_logs: bool) -> Iterator[Bench]:
+    """A Bench on a moto of its own in a work folder of its own: one sshd with a fake
+    nvidia-smi (A10G) for every box, each box its own key and HOME, a g5.xlarge plan. On the
+    way out its pool and boxes are cleaned up, moto stopped and the folder removed."""
+    missing = sshbox.prerequisites()
+    if missing:
+        sys.exit(f"needs {missing}")
+    mirror = find_mirror(mirror_arg)
+    moto, url = start_moto()
+    work = Path(tempfile.mkdtemp(prefix="orch-bench-pool-"))
     with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, work, ignore_errors=True)
+        stack.callback(stop_process, moto)
         # moto has no placement groups, which `orch down` asks for: the tests' proxy serves them
         proxy = stack.enter_context(CapacityProxy(url))
         server = sshbox.make_sshbox(work / "sshd")
@@ -456,16 +464,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    missing = sshbox.prerequisites()
-    if missing:
-        sys.exit(f"needs {missing}")
-    mirror = find_mirror(args.mirror)
-
-    moto, url = start_moto()
-    work = Path(tempfile.mkdtemp(prefix="orch-bench-pool-"))
-    failed = False
     try:
-        with pool_bench(work, mirror, url, args.show_logs) as bench:
+        with pool_bench(args.mirror, args.show_logs) as bench:
             bench.warm_plugin_cache()
             cold = bench.cold()
             print(f"cold orch up {cold['up']:.2f} s (down {cold['down']:.2f} s)", flush=True)
@@ -482,13 +482,8 @@ def main() -> None:
             if not met or args.profile:
                 print_profile(bench.profile())
     except Exception:
-        failed = True
+        print("benchmark failed; the pool and the cold box were cleaned up", file=sys.stderr)
         raise
-    finally:
-        stop_moto(moto)
-        shutil.rmtree(work, ignore_errors=True)
-        if failed:
-            print("benchmark failed; the pool and the cold box were cleaned up", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -29,17 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.pool_lease import POOL, UP_TIMEOUT_S, Bench, pool_bench  # noqa: E402
-from benchmarks.up_overhead import find_mirror, start_moto, stop_moto  # noqa: E402
-from tests.e2e import sshbox  # noqa: E402
 
 
 def lose_pool_instances(env: dict[str, str], how: str) -> list[str]:
@@ -105,18 +101,8 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.boxes <= 4:
         parser.error("--boxes must be 1 to 4")
-    missing = sshbox.prerequisites()
-    if missing:
-        sys.exit(f"needs {missing}")
-    mirror = find_mirror(args.mirror)
-    moto_process, url = start_moto()
-    work = Path(tempfile.mkdtemp(prefix="orch-bench-reconcile-"))
-    try:
-        with pool_bench(work, mirror, url, args.show_logs) as bench:
-            run(bench, args.boxes, args.single, args.lose)
-    finally:
-        stop_moto(moto_process)
-        shutil.rmtree(work, ignore_errors=True)
+    with pool_bench(args.mirror, args.show_logs) as bench:
+        run(bench, args.boxes, args.single, args.lose)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ from benchmarks.up_overhead import (  # noqa: E402
 from orchestrator.plan import Plan, write_plan  # noqa: E402
 from tests import support  # noqa: E402
 from tests.e2e import sshbox  # noqa: E402
-from tests.e2e.conftest import CapacityProxy  # noqa: E402
+from tests.e2e.conftest import CapacityProxy, stop_process  # noqa: E402
 
 # Counts with a checkpoint (the e2e test's job): attempt 2 resumes where attempt 1 saved.
 from tests.e2e.test_run import COUNTER_PY  # noqa: E402
@@ -509,11 +509,7 @@ def main() -> None:
     finally:
         if bench is not None:
             bench.wipe_box()
-        moto.terminate()
-        try:
-            moto.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            moto.kill()
+        stop_process(moto)
         shutil.rmtree(work, ignore_errors=True)
 
 

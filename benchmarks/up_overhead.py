@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 from orchestrator.plan import Candidate, Plan, write_plan  # noqa: E402
 from orchestrator.provision.render import RenderRequest, render_box  # noqa: E402
 from orchestrator.provision.userdata import render_user_data  # noqa: E402
-from tests.e2e.conftest import CapacityProxy  # noqa: E402
+from tests.e2e.conftest import CapacityProxy, stop_process  # noqa: E402
 
 PROVIDER = "registry.terraform.io/hashicorp/aws"
 MIRRORS = ("/opt/tf-plugins", "~/.terraform.d/plugins", "/usr/share/terraform/plugins")
@@ -73,15 +73,6 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.2)
     process.kill()
     sys.exit("moto_server did not start")
-
-
-def stop_moto(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
 
 
 def candidate() -> Candidate:
@@ -216,7 +207,7 @@ def main() -> None:
             )
         )
     finally:
-        stop_moto(moto)
+        stop_process(moto)
         shutil.rmtree(work, ignore_errors=True)
 
 
