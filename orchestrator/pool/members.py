@@ -179,7 +179,8 @@ def provision_entry(
     pool: Pool, box_name: str, *, lease_for: str | None = None, lease_ttl_s: float | None = None
 ) -> dict | None:
     """Provision the box of a `provisioning` entry; on success make it ready (or leased to
-    `lease_for`, returning the lease); on failure destroy what was made and drop the entry."""
+    `lease_for`, returning the lease); on failure destroy what was made and drop the entry
+    (kept as `destroying` when that destroy fails, for a later reconcile)."""
     try:
         box = provision(pool, box_name)
     except BaseException as exc:
