@@ -13,6 +13,7 @@ from orchestrator.clouds.aliyun.client import call, ecs_client, vpc_rpc
 from orchestrator.clouds.aliyun.errors import AliyunError
 from orchestrator.clouds.base import ErrorKind, retry_while
 from orchestrator.clouds.values import TaggedResource
+from orchestrator.textui import counted
 
 
 def retry_while_blocked(
@@ -65,7 +66,7 @@ def wait_instances_released(
             return
         if time.monotonic() > deadline:
             raise AliyunError(
-                f"{len(still)} instance(s) not released after {timeout_s:.0f}s: "
+                f"{counted(len(still), 'instance')} not released after {timeout_s:.0f}s: "
                 + ", ".join(sorted(still)[:5])
             )
         pending = sorted(still)

@@ -132,13 +132,20 @@ def call(what: str, fn: Callable[[], T]) -> T:
 
 def vpc_rpc(region: str, action: str, query: dict[str, Any]) -> dict[str, Any]:
     """One VPC API (2016-04-28) call with flat parameters; the response body as a dict."""
+    return rpc(vpc_client(region), VPC_API_VERSION, action, {"RegionId": region, **query})
+
+
+def rpc(client: Client, version: str, action: str, query: dict[str, Any]) -> dict[str, Any]:
+    """One RPC-style call (flat form parameters, signed with the access key) of any product's
+    API `version` through the ECS client's generic `call_api`; None values are left out; the
+    response body as a dict."""
     from alibabacloud_tea_openapi.models import OpenApiRequest, Params
     from alibabacloud_tea_openapi.utils import Utils
     from darabonba.runtime import RuntimeOptions
 
     params = Params(
         action=action,
-        version=VPC_API_VERSION,
+        version=version,
         protocol="HTTPS",
         pathname="/",
         method="POST",
@@ -147,8 +154,7 @@ def vpc_rpc(region: str, action: str, query: dict[str, Any]) -> dict[str, Any]:
         req_body_type="formData",
         body_type="json",
     )
-    client = vpc_client(region)
-    flat = {"RegionId": region, **{k: v for k, v in query.items() if v is not None}}
+    flat = {k: v for k, v in query.items() if v is not None}
     request = OpenApiRequest(query=Utils.query(flat))
     response = call(action, lambda: client.call_api(params, request, RuntimeOptions()))
     return response.get("body") or {}

@@ -1,22 +1,21 @@
 """AliyunCloud: Alibaba Cloud ECS behind orchestrator.clouds.registry.Cloud.
 
 Imported by the registry on first use; the modules that need the SDK load inside the methods.
+The required members it shares with aws are packaged.py's; the capabilities are its own.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.clouds.aliyun.box_metadata import BOX_METADATA
-from orchestrator.clouds.base import BOX_TAG, BoxRequest, ErrorKind, ImageChoice, LocalSetup
-from orchestrator.resources import resource_path
+from orchestrator.clouds.base import BOX_TAG
+from orchestrator.clouds.packaged import PackagedCloud
 
 if TYPE_CHECKING:  # online calls' values: loaded by the calls, never by a plan
     from orchestrator.clouds.values import (
         AgentTransport,
-        Credentials,
         InstanceState,
         ObjectStore,
         PriceApi,
@@ -33,11 +32,8 @@ _OSS_HOST = re.compile(r"(?:[a-z0-9.-]+\.)?oss-[a-z0-9-]+\.aliyuncs\.com")
 # no If-Match compare-and-swap: its one write condition, x-oss-forbid-overwrite, is
 # create-only (https://www.alibabacloud.com/help/en/oss/developer-reference/putobject).
 
-# The root-module templates live with the renderer (orchestrator/provision/templates/<cloud>).
-_TEMPLATES = Path(__file__).resolve().parents[2] / "provision" / "templates" / "aliyun"
 
-
-class AliyunCloud:
+class AliyunCloud(PackagedCloud):
     name = "aliyun"
     title = "Aliyun"
     reserved_tag_prefixes = ("acs:", "aliyun")  # ECS rejects tag keys starting with these
@@ -60,9 +56,6 @@ class AliyunCloud:
     # terraform/modules/aliyun_gpu/main.tf: alicloud_instance.this, count = node_count).
     node_resource = "module.box.alicloud_instance.this"
 
-    def catalog_file(self) -> Path | None:
-        return None  # orchestrator/catalog/data/aliyun.toml
-
     def object_store(self, host: str) -> ObjectStore | None:
         if not _OSS_HOST.fullmatch(host.lower().rstrip(".")):
             return None
@@ -70,46 +63,10 @@ class AliyunCloud:
 
         return ObjectStore("Alibaba OSS", conditional_writes=False, path_style=False)
 
-    def image_for(self, instance: Any) -> ImageChoice:
-        from orchestrator.clouds.aliyun.images import image_for
-
-        return image_for(instance)
-
     def price_api(self) -> PriceApi:
         from orchestrator.clouds.aliyun.prices import PRICE_API
 
         return PRICE_API
-
-    def module_dir(self) -> Path:
-        return resource_path("terraform/modules/aliyun_gpu")
-
-    def templates_dir(self) -> Path:
-        return _TEMPLATES
-
-    def outputs(self) -> tuple[str, ...]:
-        from orchestrator.clouds.aliyun.terraform import OUTPUTS
-
-        return OUTPUTS
-
-    def tfvars(self, request: BoxRequest) -> dict[str, Any]:
-        from orchestrator.clouds.aliyun.terraform import tfvars
-
-        return tfvars(request)
-
-    def local_setup(self) -> LocalSetup:
-        from orchestrator.clouds.aliyun.setup import local_setup
-
-        return local_setup()
-
-    def credentials(self) -> Credentials:
-        from orchestrator.clouds.aliyun.credentials import credentials
-
-        return credentials()
-
-    def runtime_env(self) -> dict[str, str]:
-        from orchestrator.clouds.aliyun.terraform import runtime_env
-
-        return runtime_env()
 
     def zones_with_stock(self, region: str, instance_type: str, spot: bool) -> list[str] | None:
         from orchestrator.clouds.aliyun.stock import check_stock
@@ -121,25 +78,10 @@ class AliyunCloud:
 
         return vcpu_quota(region, instance_type, spot)
 
-    def error_kind(self, code: str) -> ErrorKind:
-        from orchestrator.clouds.aliyun.errors import error_kind
-
-        return error_kind(code)
-
-    def failover_codes(self) -> tuple[str, ...]:
-        from orchestrator.clouds.aliyun.errors import CAPACITY_CODES, QUOTA_CODES
-
-        return tuple(sorted(CAPACITY_CODES | QUOTA_CODES))
-
     def list_tagged(self, region: str, box: str | None = None) -> list[TaggedResource]:
         from orchestrator.clouds.aliyun.tags import list_tagged_resources
 
         return list_tagged_resources(region, {BOX_TAG: box})
-
-    def delete_tagged(self, region: str, resources: list[TaggedResource]) -> None:
-        from orchestrator.clouds.aliyun.cleanup import delete_tagged
-
-        delete_tagged(region, resources)
 
     def instance_state(self, region: str, instance_id: str) -> InstanceState:
         from orchestrator.clouds.aliyun.state import instance_state

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.clouds.aliyun.client import call, ram_client
+from orchestrator.clouds.aliyun.client import ram_client, rpc
 from orchestrator.clouds.aliyun.errors import AliyunError
 from orchestrator.clouds.base import BOX_TAG
 from orchestrator.clouds.values import TaggedResource
@@ -33,26 +33,7 @@ DENIED = ("NoPermission", "Forbidden")
 
 def ram_rpc(region: str, action: str, query: dict[str, Any]) -> dict[str, Any]:
     """One RAM API call with flat parameters; the response body as a dict."""
-    from alibabacloud_tea_openapi.models import OpenApiRequest, Params
-    from alibabacloud_tea_openapi.utils import Utils
-    from darabonba.runtime import RuntimeOptions
-
-    params = Params(
-        action=action,
-        version=RAM_API_VERSION,
-        protocol="HTTPS",
-        pathname="/",
-        method="POST",
-        auth_type="AK",
-        style="RPC",
-        req_body_type="formData",
-        body_type="json",
-    )
-    client = ram_client(region)
-    flat = {k: v for k, v in query.items() if v is not None}
-    request = OpenApiRequest(query=Utils.query(flat))
-    response = call(action, lambda: client.call_api(params, request, RuntimeOptions()))
-    return response.get("body") or {}
+    return rpc(ram_client(region), RAM_API_VERSION, action, query)
 
 
 def _gone(exc: AliyunError) -> bool:

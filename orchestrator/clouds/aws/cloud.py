@@ -1,33 +1,28 @@
 """AwsCloud: AWS EC2 behind orchestrator.clouds.registry.Cloud.
 
 Imported by the registry on first use; the modules that need the SDK load inside the methods.
+The required members it shares with aliyun are packaged.py's; the capabilities are its own.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.clouds.aws.box_metadata import BOX_METADATA
-from orchestrator.clouds.base import BoxRequest, ErrorKind, ImageChoice, LocalSetup
-from orchestrator.resources import resource_path
+from orchestrator.clouds.packaged import PackagedCloud
 
 if TYPE_CHECKING:  # online calls' values: loaded by the calls, never by a plan
     from orchestrator.clouds.values import (
         AgentTransport,
-        Credentials,
         InstanceState,
         PriceApi,
         TaggedResource,
         VcpuQuota,
     )
 
-# The root-module templates live with the renderer (orchestrator/provision/templates/<cloud>).
-_TEMPLATES = Path(__file__).resolve().parents[2] / "provision" / "templates" / "aws"
 
-
-class AwsCloud:
+class AwsCloud(PackagedCloud):
     name = "aws"
     title = "AWS"
     reserved_tag_prefixes = ("aws:",)  # EC2 rejects tag keys starting with aws:
@@ -42,49 +37,10 @@ class AwsCloud:
     # terraform/modules/aws_gpu/main.tf: aws_instance.this, count = node_count).
     node_resource = "module.box.aws_instance.this"
 
-    def catalog_file(self) -> Path | None:
-        return None  # orchestrator/catalog/data/aws.toml
-
-    def image_for(self, instance: Any) -> ImageChoice:
-        from orchestrator.clouds.aws.images import image_for
-
-        return image_for(instance)
-
     def price_api(self) -> PriceApi:
         from orchestrator.clouds.aws.prices import PRICE_API
 
         return PRICE_API
-
-    def module_dir(self) -> Path:
-        return resource_path("terraform/modules/aws_gpu")
-
-    def templates_dir(self) -> Path:
-        return _TEMPLATES
-
-    def outputs(self) -> tuple[str, ...]:
-        from orchestrator.clouds.aws.terraform import OUTPUTS
-
-        return OUTPUTS
-
-    def tfvars(self, request: BoxRequest) -> dict[str, Any]:
-        from orchestrator.clouds.aws.terraform import tfvars
-
-        return tfvars(request)
-
-    def local_setup(self) -> LocalSetup:
-        from orchestrator.clouds.aws.setup import local_setup
-
-        return local_setup()
-
-    def credentials(self) -> Credentials:
-        from orchestrator.clouds.aws.credentials import credentials
-
-        return credentials()
-
-    def runtime_env(self) -> dict[str, str]:
-        from orchestrator.clouds.aws.terraform import runtime_env
-
-        return runtime_env()
 
     def zones_with_stock(self, region: str, instance_type: str, spot: bool) -> list[str] | None:
         # EC2 has no stock API: the zones that offer the type, each tried in turn by `up`
@@ -93,25 +49,10 @@ class AwsCloud:
 
         return offering_zones(region, instance_type) or None
 
-    def error_kind(self, code: str) -> ErrorKind:
-        from orchestrator.clouds.aws.errors import error_kind
-
-        return error_kind(code)
-
-    def failover_codes(self) -> tuple[str, ...]:
-        from orchestrator.clouds.aws.errors import CAPACITY_CODES, QUOTA_CODES
-
-        return tuple(sorted(CAPACITY_CODES | QUOTA_CODES))
-
     def list_tagged(self, region: str, box: str | None = None) -> list[TaggedResource]:
         from orchestrator.clouds.aws.tags import list_tagged_resources
 
         return list_tagged_resources(region, box)
-
-    def delete_tagged(self, region: str, resources: list[TaggedResource]) -> None:
-        from orchestrator.clouds.aws.cleanup import delete_tagged
-
-        delete_tagged(region, resources)
 
     def instance_state(self, region: str, instance_id: str) -> InstanceState:
         from orchestrator.clouds.aws.state import instance_state
