@@ -154,10 +154,25 @@ def with_cloud_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(key, value)
 
 
-def cli_refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> str:
-    """`orch ARGV` is refused as bad input: exit 2 and one line `orch: error: ...` that holds
-    every one of `words`, never a traceback. Returns the line (the up/run/pool validation
-    suites share this one check)."""
+class Tripwire(AssertionError):
+    """Raised by a stand-in where the code under test must not (or need not) go further."""
+
+
+def forbid_cloud_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make rendering, Terraform and the caller-address lookup of `orch up` raise Tripwire: a
+    test of what is refused before any cloud or Terraform call fails if the call happens."""
+    from orchestrator.provision import inputs, launch, steps
+
+    def tripwire(*_args: Any, **_kwargs: Any) -> None:
+        raise Tripwire("reached the cloud")
+
+    monkeypatch.setattr(launch, "render_box", tripwire)
+    monkeypatch.setattr(steps, "terraform_for", tripwire)
+    monkeypatch.setattr(inputs, "discover_caller_cidr", tripwire)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """`orch ARGV` in this process: its exit code, stdout and stderr."""
     from orchestrator.cli import main
 
     try:
@@ -165,7 +180,15 @@ def cli_refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
-    err = capsys.readouterr().err
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def cli_refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> str:
+    """`orch ARGV` is refused as bad input: exit 2 and one line `orch: error: ...` that holds
+    every one of `words`, never a traceback. Returns the line (the up/run/pool validation
+    suites share this one check)."""
+    code, _, err = run_cli(capsys, *argv)
     lines = err.strip().splitlines()
     assert code == 2, err
     assert len(lines) == 1 and lines[0].startswith("orch: error: "), err

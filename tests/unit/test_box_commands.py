@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
 from orchestrator.provision import launch
 from orchestrator.provision.boxes import Box, box_directory
 from orchestrator.provision.request import UpRequest
-from tests.support import candidate, plan_file, require, with_cloud_credentials
+from tests.support import candidate, plan_file, require, run_cli, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
 
@@ -28,16 +27,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("ORCH_SSH_CONFIG", raising=False)
     with_cloud_credentials(monkeypatch)
     return tmp_path / "home"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def saved_box(name: str, **changes: Any) -> Box:
@@ -102,7 +91,7 @@ def up_args(tmp_path: Path, *extra: str) -> list[str]:
 def test_up_checks_with_the_same_options_as_orch_check(capsys, tmp_path, fake_up, checks) -> None:
     config = tmp_path / "ssh_config"
     config.write_text("Host *\n  ConnectTimeout 2\n")
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys,
         *up_args(tmp_path, "--via", "ssm", "--check-timeout", "42", "--ssh-config", str(config)),
     )
@@ -112,7 +101,7 @@ def test_up_checks_with_the_same_options_as_orch_check(capsys, tmp_path, fake_up
 
 
 def test_up_check_defaults_match_orch_check(capsys, tmp_path, fake_up, checks) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path))
+    code, _, err = run_cli(capsys, *up_args(tmp_path))
     assert code == 0, err
     # One default for the same idea everywhere (check, up, run, pool): 15m.
     assert checks == [{"box": "exp1", "ssh_config": None, "timeout": 900.0, "via": "ssh"}]
@@ -122,7 +111,7 @@ def test_up_reads_orch_ssh_config_like_check(capsys, tmp_path, fake_up, checks, 
     config = tmp_path / "env_config"
     config.write_text("Host *\n  ConnectTimeout 2\n")
     monkeypatch.setenv("ORCH_SSH_CONFIG", str(config))
-    code, _, err = run(capsys, *up_args(tmp_path))
+    code, _, err = run_cli(capsys, *up_args(tmp_path))
     assert code == 0, err
     assert checks[0]["ssh_config"] == str(config)
 
@@ -130,7 +119,7 @@ def test_up_reads_orch_ssh_config_like_check(capsys, tmp_path, fake_up, checks, 
 def test_missing_ssh_config_is_refused_before_anything_is_created(
     capsys, tmp_path, fake_up, checks
 ) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path, "--ssh-config", str(tmp_path / "nope")))
+    code, _, err = run_cli(capsys, *up_args(tmp_path, "--ssh-config", str(tmp_path / "nope")))
     assert code == 2
     assert err.strip().splitlines() == [
         f"orch: error: ssh config {tmp_path / 'nope'} does not exist"
@@ -144,7 +133,7 @@ def test_up_check_timeout_bounds_a_box_that_never_answers(capsys, tmp_path, fake
     config = tmp_path / "ssh_config"
     config.write_text("Host *\n  Port 1\n  ConnectTimeout 1\n")
     start = time.monotonic()
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys, *up_args(tmp_path, "--check-timeout", "2", "--ssh-config", str(config))
     )
     assert code == 1, err
@@ -153,14 +142,14 @@ def test_up_check_timeout_bounds_a_box_that_never_answers(capsys, tmp_path, fake
 
 
 def test_check_via_still_works_and_warns(capsys, tmp_path, fake_up, checks) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path, "--check-via", "cloud-assistant"))
+    code, _, err = run_cli(capsys, *up_args(tmp_path, "--check-via", "cloud-assistant"))
     assert code == 0, err
     assert checks[0]["via"] == "cloud-assistant"
     assert "orch: warning: --check-via is deprecated; use --via" in err
 
 
 def test_check_via_and_a_different_via_conflict(capsys, tmp_path, fake_up, checks) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path, "--check-via", "ssm", "--via", "ssh"))
+    code, _, err = run_cli(capsys, *up_args(tmp_path, "--check-via", "ssm", "--via", "ssh"))
     assert code == 2
     assert err.strip().splitlines()[-1] == (
         "orch: error: give --via or the deprecated --check-via, not both"
@@ -172,14 +161,14 @@ def test_check_via_and_a_different_via_conflict(capsys, tmp_path, fake_up, check
 
 
 def test_spot_bid_is_the_bid(capsys, tmp_path, fake_up, checks) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path, "--spot-bid", "0.25", "--no-check"))
+    code, _, err = run_cli(capsys, *up_args(tmp_path, "--spot-bid", "0.25", "--no-check"))
     assert code == 0, err
     assert fake_up[0].spot_max_price == 0.25
     assert "warning" not in err
 
 
 def test_max_price_on_up_is_the_old_name_of_the_bid(capsys, tmp_path, fake_up) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path, "--max-price", "0.3", "--no-check"))
+    code, _, err = run_cli(capsys, *up_args(tmp_path, "--max-price", "0.3", "--no-check"))
     assert code == 0, err
     assert fake_up[0].spot_max_price == 0.3
     assert "orch: warning: --max-price is deprecated; use --spot-bid" in err
@@ -187,7 +176,7 @@ def test_max_price_on_up_is_the_old_name_of_the_bid(capsys, tmp_path, fake_up) -
 
 @pytest.mark.parametrize("bid", ["0", "-1", "nan", "inf"])
 def test_a_bid_that_is_no_price_is_refused(capsys, tmp_path, fake_up, bid) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path, f"--spot-bid={bid}"))
+    code, _, err = run_cli(capsys, *up_args(tmp_path, f"--spot-bid={bid}"))
     assert code == 2
     assert err.strip().splitlines() == [
         f"orch: error: --spot-bid {float(bid)} is not a positive price (USD per hour)"
@@ -196,7 +185,7 @@ def test_a_bid_that_is_no_price_is_refused(capsys, tmp_path, fake_up, bid) -> No
 
 
 def test_two_different_bids_conflict(capsys, tmp_path, fake_up) -> None:
-    code, _, err = run(capsys, *up_args(tmp_path, "--spot-bid", "0.2", "--max-price", "0.3"))
+    code, _, err = run_cli(capsys, *up_args(tmp_path, "--spot-bid", "0.2", "--max-price", "0.3"))
     assert code == 2 and "not both" in err and fake_up == []
 
 
@@ -215,14 +204,14 @@ def test_sweep_cloud_any_and_its_old_name_all(capsys, home, monkeypatch, given, 
         return sweep_module.SweepReport(now="2026-12-03T00:00:00Z", dry_run=dry_run, regions={})
 
     monkeypatch.setattr(sweep_module, "sweep", fake_sweep)
-    code, _, err = run(capsys, "sweep", *(["--cloud", given] if given else []), "--dry-run")
+    code, _, err = run_cli(capsys, "sweep", *(["--cloud", given] if given else []), "--dry-run")
     assert code == 0, err
     assert calls == [list(clouds.names())]
     assert ("orch: warning: --cloud all is deprecated; use --cloud any" in err) == warned
 
 
 def test_sweep_rejects_an_unknown_cloud_without_naming_the_old_alias(capsys, home) -> None:
-    code, _, err = run(capsys, "sweep", "--cloud", "gcp")
+    code, _, err = run_cli(capsys, "sweep", "--cloud", "gcp")
     assert code == 2 and err.startswith("orch: error:")
     assert "'any'" in err and "'all'" not in err
 
@@ -233,7 +222,7 @@ def test_sweep_rejects_an_unknown_cloud_without_naming_the_old_alias(capsys, hom
 def test_status_name_shows_one_box_in_detail(capsys, home) -> None:
     saved_box("exp1")
     saved_box("exp2", expires_at="2020-01-01T00:00:00Z")
-    code, out, err = run(capsys, "status", "exp1")
+    code, out, err = run_cli(capsys, "status", "exp1")
     assert code == 0, err
     assert out.splitlines()[0] == "box exp1"
     rows = dict(line.split(None, 1) for line in out.splitlines()[1:] if line.startswith("  "))
@@ -248,7 +237,7 @@ def test_status_name_shows_one_box_in_detail(capsys, home) -> None:
 
 def test_status_name_json_carries_the_plan_row(capsys, home) -> None:
     saved_box("exp1", expires_at="2020-01-01T00:00:00Z")
-    code, out, _ = run(capsys, "status", "exp1", "--json")
+    code, out, _ = run_cli(capsys, "status", "exp1", "--json")
     assert code == 0
     detail = json.loads(out)
     assert detail["name"] == "exp1" and detail["state"] == "up"
@@ -261,25 +250,25 @@ def test_status_name_json_carries_the_plan_row(capsys, home) -> None:
 def test_list_is_the_table_of_every_box(capsys, home) -> None:
     saved_box("exp1")
     saved_box("exp2", expires_at="2020-01-01T00:00:00Z")
-    code, out, _ = run(capsys, "list")
+    code, out, _ = run_cli(capsys, "list")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["name", "state", "cloud"]
     assert any(line.startswith("exp1 ") for line in lines)
     assert any(line.startswith("exp2 ") and "(expired)" in line for line in lines)
-    code, out, _ = run(capsys, "list", "--json")
+    code, out, _ = run_cli(capsys, "list", "--json")
     assert [b["name"] for b in json.loads(out)] == ["exp1", "exp2"]
 
 
 def test_status_without_a_name_still_lists_with_a_warning(capsys, home) -> None:
     saved_box("exp1")
-    code, listed, _ = run(capsys, "list")
-    code, out, err = run(capsys, "status")
+    code, listed, _ = run_cli(capsys, "list")
+    code, out, err = run_cli(capsys, "status")
     assert code == 0 and out == listed
     assert "use `orch list`" in err
 
 
 def test_status_of_an_unknown_box_is_one_error_line(capsys, home) -> None:
-    code, _, err = run(capsys, "status", "nobox")
+    code, _, err = run_cli(capsys, "status", "nobox")
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "no box named" in err

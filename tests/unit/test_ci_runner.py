@@ -30,7 +30,7 @@ from orchestrator.ci_runner import deliver, github
 from orchestrator.ci_runner.common import DEFAULT_RUNNER_URL, from_options
 from orchestrator.cli import main
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.provision import inputs, launch, steps
+from orchestrator.provision import launch, steps
 from orchestrator.provision.boxes import Box, box_directory, box_exists, load_box
 from orchestrator.provision.userdata import USER_DATA_LIMIT, render_user_data
 from tests.sim.github_api import GitHubApi
@@ -38,7 +38,15 @@ from tests.sim.github_api import Token as GitHubToken
 from tests.sim.gitlab_api import GitLabApi
 from tests.sim.gitlab_api import Token as GitLabToken
 from tests.sim.runner_mirror import Mirror, github_runner_tarball, gitlab_runner_binary
-from tests.support import candidate, plan_file, require, with_cloud_credentials
+from tests.support import (
+    Tripwire,
+    candidate,
+    forbid_cloud_reach,
+    plan_file,
+    require,
+    run_cli,
+    with_cloud_credentials,
+)
 
 GH = "ghp_goodtoken0123456789"
 GL = "glpat-goodtoken0123456789"
@@ -606,34 +614,14 @@ def test_quoting_keeps_hostile_looking_values_literal(tmp_path, mirror):
 # -------------------------------------------------------------------------------------- CLI
 
 
-class Tripwire(AssertionError):
-    pass
-
-
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     with_cloud_credentials(monkeypatch)
     for name in ("GH_TOKEN", "GITHUB_TOKEN", "GITLAB_TOKEN", "ORCH_CI_URL"):
         monkeypatch.delenv(name, raising=False)
-
-    def tripwire(*_args: Any, **_kwargs: Any) -> None:
-        raise Tripwire("reached the cloud")
-
-    monkeypatch.setattr(launch, "render_box", tripwire)
-    monkeypatch.setattr(steps, "terraform_for", tripwire)
-    monkeypatch.setattr(inputs, "discover_caller_cidr", tripwire)
+    forbid_cloud_reach(monkeypatch)
     return tmp_path / "home"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def up(plan: str, name: str, *extra: str) -> list[str]:
@@ -649,7 +637,7 @@ def one_error(code: int, err: str, *words: str) -> str:
 
 def test_up_without_a_token_is_refused_before_anything(capsys, home, tmp_path, gh) -> None:
     plan = plan_file(tmp_path, candidate(AWS))
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys, *up(plan, "gpu-1", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
     )
     one_error(code, err, "$GH_TOKEN")
@@ -659,9 +647,9 @@ def test_up_without_a_token_is_refused_before_anything(capsys, home, tmp_path, g
 def test_up_with_a_bad_repo_or_url_is_refused(capsys, home, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GH_TOKEN", GH)
     plan = plan_file(tmp_path, candidate(AWS))
-    code, _, err = run(capsys, *up(plan, "gpu-1", "--ci-runner", "github", "--ci-repo", "x"))
+    code, _, err = run_cli(capsys, *up(plan, "gpu-1", "--ci-runner", "github", "--ci-repo", "x"))
     one_error(code, err, "OWNER/REPO")
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys,
         *up(
             plan,
@@ -681,7 +669,7 @@ def test_up_with_a_bad_repo_or_url_is_refused(capsys, home, tmp_path, monkeypatc
 def test_a_refused_token_creates_nothing(capsys, home, tmp_path, gh, monkeypatch) -> None:
     monkeypatch.setenv("GH_TOKEN", "ghp_wrong")
     plan = plan_file(tmp_path, candidate(AWS))
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys, *up(plan, "gpu-1", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
     )
     one_error(code, err, "GitHub refused the token in $GH_TOKEN", "401")
@@ -746,7 +734,7 @@ def test_up_json_record_and_down_remove_the_registration(
     delivered: list[tuple[str, str]] = []
     fake_apply(monkeypatch, seen, delivered)
     plan = plan_file(tmp_path, candidate(AWS))
-    code, out, err = run(
+    code, out, err = run_cli(
         capsys,
         *up(
             plan,
@@ -774,7 +762,7 @@ def test_up_json_record_and_down_remove_the_registration(
     for path in box_directory("gpu-9").rglob("*"):
         if path.is_file():
             assert not any(s in path.read_text(errors="replace") for s in secrets), path
-    code, _, err = run(capsys, "down", "gpu-9")
+    code, _, err = run_cli(capsys, "down", "gpu-9")
     assert code == 0, err
     assert not box_exists("gpu-9")
     if kind == "github":
@@ -788,12 +776,12 @@ def test_down_without_a_token_warns_and_still_succeeds(capsys, home, tmp_path, g
     monkeypatch.setenv("GH_TOKEN", GH)
     fake_apply(monkeypatch, [])
     plan = plan_file(tmp_path, candidate(AWS))
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys, *up(plan, "gpu-3", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
     )
     assert code == 0, err
     monkeypatch.delenv("GH_TOKEN")
-    code, out, err = run(capsys, "down", "gpu-3", "--json")
+    code, out, err = run_cli(capsys, "down", "gpu-3", "--json")
     assert code == 0 and json.loads(out)["state"] == "destroyed"
     assert "orch: warning:" in err and "was not removed" in err
 
@@ -804,9 +792,9 @@ def test_a_gitlab_runner_is_deleted_again_when_up_fails_before_the_record(
     monkeypatch.setenv("GITLAB_TOKEN", GL)
     fake_apply(monkeypatch, [])
     plan = plan_file(tmp_path, candidate(AWS))
-    code, _, err = run(capsys, *up(plan, "gpu-4"))  # a box without a runner, up
+    code, _, err = run_cli(capsys, *up(plan, "gpu-4"))  # a box without a runner, up
     assert code == 0, err
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys, *up(plan, "gpu-4", "--ci-runner", "gitlab", "--ci-repo", "42", "--ci-url", gl.url)
     )
     assert code == 2 and err.strip().splitlines()[-1].startswith(
@@ -827,7 +815,7 @@ def test_a_github_runner_whose_config_cannot_be_handed_over_is_removed(
 
     monkeypatch.setattr(deliver, "deliver_jit_config", unreachable)
     plan = plan_file(tmp_path, candidate(AWS))
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys, *up(plan, "gpu-5", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
     )
     assert code == 1 and "could not be handed" in err
@@ -841,12 +829,12 @@ def test_a_failed_box_s_earlier_jit_runner_is_removed_before_the_name_is_reused(
     fake_apply(monkeypatch, [])
     plan = plan_file(tmp_path, candidate(AWS))
     args = up(plan, "gpu-6", "--ci-runner", "github", "--ci-repo", REPO, "--ci-url", gh.url)
-    assert run(capsys, *args)[0] == 0
+    assert run_cli(capsys, *args)[0] == 0
     box = load_box("gpu-6")
     box.state = "failed"  # e.g. its check failed; its runner never took a job
     box.save()
     first = box.ci_runner["runner_id"]
-    code, _, err = run(capsys, *args)
+    code, _, err = run_cli(capsys, *args)
     assert code == 0, err
     assert [r["id"] for r in gh.runners[REPO]] == [load_box("gpu-6").ci_runner["runner_id"]]
     assert first not in [r["id"] for r in gh.runners[REPO]] and gh.violations == []

@@ -14,6 +14,7 @@ from orchestrator.catalog.network import network_of
 from orchestrator.check import allreduce, busbw
 from orchestrator.check.transport import CommandResult, SshTransport
 from orchestrator.errors import OrchError
+from tests.support import run_cli
 
 # NVIDIA/nccl issue #527 (2022-07-25): all_reduce_perf on 2 x p4d.24xlarge (16 ranks),
 # 1 GiB: 35215 us, algbw 30.49 GB/s, busbw 57.17 GB/s.
@@ -249,14 +250,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    from orchestrator.cli import main
-
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, capsys.readouterr().err
+    code, _, err = run_cli(capsys, *argv)
+    return code, err
 
 
 def saved(name: str, nodes: list[dict[str, object]] | None) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import main
+from tests.support import run_cli
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "hf_configs"
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,13 +24,7 @@ PARTS = (
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(["estimate", *args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "estimate", *args)
 
 
 def fixture(name: str) -> str:

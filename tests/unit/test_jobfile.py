@@ -10,17 +10,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
 from orchestrator.jobfile.example import EXAMPLE
 from orchestrator.provision import inputs, launch
-from tests.support import candidate, plan_file, with_cloud_credentials
+from tests.support import Tripwire, candidate, plan_file, run_cli, with_cloud_credentials
 
 REPO = Path(__file__).resolve().parents[2]
 CIDR = "203.0.113.7/32"
-
-
-class Tripwire(AssertionError):
-    pass
 
 
 @pytest.fixture
@@ -31,37 +26,27 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def write(path: Path, text: str) -> str:
     path.write_text(text)
     return str(path)
 
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    code, out, err = run(capsys, "plan", "--json", *argv)
+    code, out, err = run_cli(capsys, "plan", "--json", *argv)
     assert code == 0, err
     return json.loads(out)
 
 
 def test_the_example_is_current_valid_and_plans(here, capsys):
     assert (REPO / "examples" / "orch.yaml").read_text() == EXAMPLE
-    code, out, _ = run(capsys, "init")
+    code, out, _ = run_cli(capsys, "init")
     assert code == 0 and (here / "orch.yaml").read_text() == EXAMPLE
     plan = plan_json(capsys)  # ./orch.yaml, found by itself
     assert plan["job"]["model"] == "bert-large" and plan["job"]["epochs"] == 3
     assert plan["source"]["sha256"] and plan["source"]["job_file"] == str(here / "orch.yaml")
-    code, _, err = run(capsys, "init")
+    code, _, err = run_cli(capsys, "init")
     assert code == 2 and "exists" in err and len(err.strip().splitlines()) == 1
-    assert run(capsys, "init", "--force")[0] == 0
+    assert run_cli(capsys, "init", "--force")[0] == 0
 
 
 def test_flags_override_the_file_and_file_gpus_filter(here, capsys):
@@ -82,7 +67,7 @@ def test_the_plan_records_file_and_git_revision(here, capsys):
     subprocess.run([*git, "add", "job.yaml"], check=True)
     subprocess.run([*git, "commit", "-qm", "job"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    code, _, err = run(capsys, "plan", "-f", job, "-o", "plan.json")
+    code, _, err = run_cli(capsys, "plan", "-f", job, "-o", "plan.json")
     assert code == 0, err
     source = json.loads((here / "plan.json").read_text())["source"]
     import hashlib
@@ -116,7 +101,7 @@ BAD_FILES = [
 def test_a_bad_file_is_one_line_naming_key_and_line(here, capsys, text, line, words):
     write(here / "orch.yaml", text)
     for argv in (["plan"], ["up", "--name", "x", "--ssh-cidr", CIDR]):
-        code, out, err = run(capsys, *argv)
+        code, out, err = run_cli(capsys, *argv)
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1, err
         assert lines[0].startswith(f"orch: error: orch.yaml:{line}: "), lines[0]
@@ -127,7 +112,7 @@ def test_a_bad_file_is_one_line_naming_key_and_line(here, capsys, text, line, wo
 
 def test_missing_or_odd_files_are_usage_errors(here, capsys):
     for argv, words in ((["-f", "nope.yaml"], "cannot read job file"), (["-f", "."], "")):
-        code, _, err = run(capsys, "plan", *argv)
+        code, _, err = run_cli(capsys, "plan", *argv)
         assert code == 2 and err.startswith("orch: error:") and words in err
 
 
@@ -164,7 +149,7 @@ def test_run_takes_command_env_names_and_box_from_the_file(here, capsys, monkeyp
     write(here / "orch.yaml", RUN_FILE)
     monkeypatch.setenv("ORCH_TEST_SECRET", "s3cr3t 'quoted'")
     with pytest.raises(Tripwire):
-        run(capsys, "run")
+        run_cli(capsys, "run")
     request = seen[0]
     assert request.spec.command == ["python", "train.py", "--epochs", "3"]
     assert request.spec.env == {"ORCH_TEST_SECRET": "s3cr3t 'quoted'"}
@@ -172,7 +157,7 @@ def test_run_takes_command_env_names_and_box_from_the_file(here, capsys, monkeyp
     assert request.up_options.ttl == "3h" and request.up_options.ssh_cidrs == [CIDR]
     # Arguments after -- replace the file's command; --ttl replaces its ttl.
     with pytest.raises(Tripwire):
-        run(capsys, "run", "--ttl", "1h", "--", "./other.sh")
+        run_cli(capsys, "run", "--ttl", "1h", "--", "./other.sh")
     assert seen[1].spec.command == ["./other.sh"] and seen[1].up_options.ttl == "1h"
 
 
@@ -180,10 +165,10 @@ def test_an_unset_env_name_is_refused_with_its_line(here, capsys, monkeypatch):
     _capture_run(monkeypatch)
     write(here / "orch.yaml", RUN_FILE)
     monkeypatch.delenv("ORCH_TEST_SECRET", raising=False)
-    code, _, err = run(capsys, "run")
+    code, _, err = run_cli(capsys, "run")
     assert code == 2 and "orch.yaml:8: run.env[0]: ORCH_TEST_SECRET is not set" in err
     # plan has no environment to pass: the same file plans.
-    assert run(capsys, "plan")[0] == 0
+    assert run_cli(capsys, "plan")[0] == 0
 
 
 def test_up_with_a_plan_flag_ignores_the_files_model(here, capsys, monkeypatch):
@@ -197,7 +182,7 @@ def test_up_with_a_plan_flag_ignores_the_files_model(here, capsys, monkeypatch):
     write(here / "orch.yaml", "model: llama-3-8b\nbox:\n  name: filebox\n  ttl: 2h\n")
     plan = plan_file(here, candidate("g5.xlarge"))
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--plan", plan, "--ssh-cidr", CIDR, "--no-check")
+        run_cli(capsys, "up", "--plan", plan, "--ssh-cidr", CIDR, "--no-check")
     chosen, options = seen[0]
     assert chosen.choice.instance_type == "g5.xlarge"
     assert options.name == "filebox" and options.ttl == "2h"
@@ -208,6 +193,6 @@ def test_words_of_the_command_are_not_taken_for_orch_options(here, capsys, monke
     seen = _capture_run(monkeypatch)
     write(here / "orch.yaml", RUN_FILE.replace("  env: [ORCH_TEST_SECRET]\n", ""))
     with pytest.raises(Tripwire):
-        run(capsys, "run", "./train.sh", "--plan", "x")
+        run_cli(capsys, "run", "./train.sh", "--plan", "x")
     assert seen[0].spec.command == ["./train.sh", "--plan", "x"]
     assert seen[0].up_options.ttl == "3h"  # the file's box settings were not dropped

@@ -21,19 +21,21 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
 from orchestrator.commands import launch_guard
 from orchestrator.errors import OrchError
-from orchestrator.provision import display, inputs, launch, steps
+from orchestrator.provision import display, inputs, launch
 from orchestrator.provision.boxes import Box
-from tests.support import candidate, plan_file, with_cloud_credentials
+from tests.support import (
+    Tripwire,
+    candidate,
+    forbid_cloud_reach,
+    plan_file,
+    run_cli,
+    with_cloud_credentials,
+)
 
 CIDR = "203.0.113.7/32"
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Tripwire(AssertionError):
-    pass
 
 
 class Terminal(io.StringIO):
@@ -47,24 +49,8 @@ class Terminal(io.StringIO):
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     with_cloud_credentials(monkeypatch)
-
-    def tripwire(*_args: Any, **_kwargs: Any) -> None:
-        raise Tripwire("reached the cloud")
-
-    monkeypatch.setattr(launch, "render_box", tripwire)
-    monkeypatch.setattr(steps, "terraform_for", tripwire)
-    monkeypatch.setattr(inputs, "discover_caller_cidr", tripwire)
+    forbid_cloud_reach(monkeypatch)
     return tmp_path / "home"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def captured_up_options(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -86,7 +72,7 @@ def test_up_without_ttl_gets_twelve_hours(home, tmp_path, capsys, monkeypatch):
     seen = captured_up_options(monkeypatch)
     plan = plan_file(tmp_path, candidate())
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--plan", plan, "--name", "exp1", "--ssh-cidr", CIDR, "--no-check")
+        run_cli(capsys, "up", "--plan", plan, "--name", "exp1", "--ssh-cidr", CIDR, "--no-check")
     assert seen[0].ttl == "12h" == launch_guard.DEFAULT_TTL
     assert "never expire" not in capsys.readouterr().err
 
@@ -96,7 +82,7 @@ def test_ttl_none_is_warned_about_and_recorded(home, tmp_path, capsys, monkeypat
     plan = plan_file(tmp_path, candidate())
     argv = ["up", "--plan", plan, "--name", "exp1", "--ssh-cidr", CIDR, "--no-check"]
     with pytest.raises(Tripwire):
-        run(capsys, *argv, "--ttl", "none", "--json")
+        run_cli(capsys, *argv, "--ttl", "none", "--json")
     err = capsys.readouterr().err
     assert "warning: box exp1 will never expire (--ttl none)" in err  # under --json too
     assert seen[0].ttl == "none"
@@ -143,7 +129,7 @@ def test_run_without_ttl_gets_the_same_default(home, tmp_path, capsys, monkeypat
     work.mkdir()
     argv = ["run", "--plan", plan, "--ssh-cidr", CIDR, "--workdir", str(work), "--", "true"]
     with pytest.raises(Stop):
-        run(capsys, *argv)
+        run_cli(capsys, *argv)
     assert seen[0].up_options.ttl == launch_guard.DEFAULT_TTL
 
 
@@ -155,7 +141,7 @@ def test_offer_shows_box_price_lifetime_and_job_cost():
     text = "\n".join(launch_guard.offer_lines(choice, "exp1", "12h", 2))
     assert "box exp1: g5.xlarge" in text and "$1.006/h" in text
     assert "lifetime: 12h" in text and "at most $12.07 if kept" in text
-    assert "expected job cost: $2.50" in text and "2 alternative(s)" in text
+    assert "expected job cost: $2.50" in text and "2 alternatives" in text
     never = "\n".join(launch_guard.offer_lines(choice, "exp1", "none", 0))
     assert "never expires" in never
 
@@ -193,7 +179,7 @@ def test_yes_in_a_terminal_goes_on_to_create(home, tmp_path, capsys, monkeypatch
     seen = captured_up_options(monkeypatch)
     plan = plan_file(tmp_path, candidate())
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--plan", plan, "--name", "exp1", "--ssh-cidr", CIDR, "--no-check")
+        run_cli(capsys, "up", "--plan", plan, "--name", "exp1", "--ssh-cidr", CIDR, "--no-check")
     assert seen and "Create it? [y/N]" in capsys.readouterr().err
 
 

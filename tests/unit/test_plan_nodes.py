@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.catalog.network import NodeNetwork
-from orchestrator.cli import main
 from orchestrator.errors import UsageError
 from orchestrator.plan import Candidate, Plan, read_plan
 from orchestrator.sizing.job import JobSpec
@@ -20,7 +19,7 @@ from orchestrator.sizing.nodes import FABRIC_EFFICIENCY, cluster_rate, internode
 from orchestrator.sizing.planning import plan_job
 from orchestrator.sizing.resolve import resolve_architecture
 from orchestrator.sizing.select import PlanOptions, rank
-from tests.support import candidate, plan_file
+from tests.support import candidate, plan_file, run_cli
 
 GIB = 1024**3
 
@@ -189,16 +188,6 @@ def test_every_network_row_is_a_catalog_type_with_a_dated_source() -> None:
 # ------------------------------------------------------------------------------ command line
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 SEVENTY_B = (
     "--model",
     "llama-2-70b",
@@ -214,7 +203,7 @@ SEVENTY_B = (
 
 def test_json_shows_the_winner_s_type_on_1_2_4_and_8_nodes(capsys, tmp_path) -> None:
     out_file = tmp_path / "plan.json"
-    code, out, err = run(
+    code, out, err = run_cli(
         capsys, "plan", *SEVENTY_B, "--grad-checkpointing", "--nodes", "auto", "--cloud", "aws",
         "--json", "-o", str(out_file),
     )  # fmt: skip
@@ -233,7 +222,7 @@ def test_json_shows_the_winner_s_type_on_1_2_4_and_8_nodes(capsys, tmp_path) -> 
 
 
 def test_the_table_shows_nodes_times_type(capsys) -> None:
-    code, out, err = run(capsys, "plan", *SEVENTY_B, "--nodes", "2", "--cloud", "aws",
+    code, out, err = run_cli(capsys, "plan", *SEVENTY_B, "--nodes", "2", "--cloud", "aws",
                          "--instance-type", "p5en.48xlarge", "--region", "us-east-1")  # fmt: skip
     assert code == 0, err
     assert "2 × p5en.48xlarge" in out and "Winner: 2 × p5en.48xlarge" in out
@@ -241,7 +230,7 @@ def test_the_table_shows_nodes_times_type(capsys) -> None:
 
 @pytest.mark.parametrize("value", ["0", "-1", "65", "1.5", "two", "", "2x"])
 def test_bad_nodes_are_a_usage_error(capsys, value: str) -> None:
-    code, out, err = run(capsys, "plan", "--model", "gpt2", "--nodes", value)
+    code, out, err = run_cli(capsys, "plan", "--model", "gpt2", "--nodes", value)
     lines = err.strip().splitlines()
     assert code == 2 and out == ""
     assert len(lines) == 1 and lines[0].startswith("orch: error: --nodes"), err
@@ -253,9 +242,9 @@ def test_the_job_file_sets_nodes(capsys, tmp_path, monkeypatch) -> None:
         "model: llama-2-70b\njob:\n  batch: 1\n  seq: 2048\n  zero: 3\n  grad_checkpointing: true\n"
         "resources:\n  nodes: 2\n  cloud: aws\n  instance_type: p5en.48xlarge\n"
     )
-    code, out, err = run(capsys, "plan", "--json")
+    code, out, err = run_cli(capsys, "plan", "--json")
     assert code == 0, err
     assert json.loads(out)["choice"]["nodes"] == 2
     (tmp_path / "orch.yaml").write_text("model: gpt2\nresources:\n  nodes: 0\n")
-    code, _, err = run(capsys, "plan", "--json")
+    code, _, err = run_cli(capsys, "plan", "--json")
     assert code == 2 and "nodes" in err

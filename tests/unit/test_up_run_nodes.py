@@ -10,17 +10,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
 from orchestrator.provision import inputs, launch
-from tests.support import candidate, plan_file, with_cloud_credentials
+from tests.support import Tripwire, candidate, plan_file, run_cli, with_cloud_credentials
 
 CIDR = "203.0.113.7/32"
 BIG = ["--model", "llama-2-70b", "--batch", "1", "--seq", "2048", "--zero", "3"]
 AWS = ["--grad-checkpointing", "--cloud", "aws", "--instance-type", "p5en.48xlarge"]
-
-
-class Tripwire(AssertionError):
-    pass
 
 
 @pytest.fixture
@@ -30,16 +25,6 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     with_cloud_credentials(monkeypatch)
     monkeypatch.setattr(inputs, "discover_caller_cidr", lambda: CIDR)
     return tmp_path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def capture_up(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -69,7 +54,7 @@ def capture_run(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def test_up_nodes_plans_a_cluster_and_launches_it(here, capsys, monkeypatch):
     seen = capture_up(monkeypatch)
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--name", "c1", "--no-check", "--yes", *BIG, *AWS, "--nodes", "2")
+        run_cli(capsys, "up", "--name", "c1", "--no-check", "--yes", *BIG, *AWS, "--nodes", "2")
     (request,) = seen
     assert request.plan.choice.nodes == 2
     assert request.plan.choice.instance_type == "p5en.48xlarge"
@@ -78,18 +63,18 @@ def test_up_nodes_plans_a_cluster_and_launches_it(here, capsys, monkeypatch):
 
 def test_up_nodes_auto_picks_the_count_plan_picks(here, capsys, monkeypatch):
     seen = capture_up(monkeypatch)
-    code, out, err = run(capsys, "plan", "--json", *BIG, *AWS, "--nodes", "auto")
+    code, out, err = run_cli(capsys, "plan", "--json", *BIG, *AWS, "--nodes", "auto")
     assert code == 0, err
     planned = json.loads(out)["choice"]["nodes"]
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--name", "c1", "--no-check", "--yes", *BIG, *AWS, "--nodes", "auto")
+        run_cli(capsys, "up", "--name", "c1", "--no-check", "--yes", *BIG, *AWS, "--nodes", "auto")
     assert seen[0].plan.choice.nodes == planned > 1  # 70B, ZeRO-3: one box is not enough
 
 
 def test_run_nodes_plans_a_cluster_for_the_run(here, capsys, monkeypatch):
     seen = capture_run(monkeypatch)
     with pytest.raises(Tripwire):
-        run(capsys, "run", "--yes", *BIG, *AWS, "--nodes", "2", "--", "python", "train.py")
+        run_cli(capsys, "run", "--yes", *BIG, *AWS, "--nodes", "2", "--", "python", "train.py")
     (request,) = seen
     assert request.up_options.plan.choice.nodes == 2 and request.box_name == request.spec.run_id
 
@@ -102,13 +87,13 @@ def test_a_job_file_s_nodes_plan_a_cluster_on_up_and_run(here, capsys, monkeypat
     )
     ups, runs = capture_up(monkeypatch), capture_run(monkeypatch)
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--name", "c1", "--no-check", "--yes")
+        run_cli(capsys, "up", "--name", "c1", "--no-check", "--yes")
     with pytest.raises(Tripwire):
-        run(capsys, "run", "--yes")
+        run_cli(capsys, "run", "--yes")
     assert ups[0].plan.choice.nodes == 2 and runs[0].up_options.plan.choice.nodes == 2
     # A flag overrides the file.
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--name", "c1", "--no-check", "--yes", "--nodes", "3")
+        run_cli(capsys, "up", "--name", "c1", "--no-check", "--yes", "--nodes", "3")
     assert ups[1].plan.choice.nodes == 3
 
 
@@ -123,15 +108,15 @@ def test_nodes_with_a_plan_file_is_a_usage_error(here, capsys, monkeypatch, argv
     capture_up(monkeypatch)
     capture_run(monkeypatch)
     plan = plan_file(here, candidate("g5.xlarge"))
-    code, _, err = run(capsys, *[plan if a == "PLAN" else a for a in argv])
+    code, _, err = run_cli(capsys, *[plan if a == "PLAN" else a for a in argv])
     assert code == 2 and words in err and len(err.strip().splitlines()) == 1
 
 
 def test_nodes_with_an_existing_box_is_a_usage_error(here, capsys, monkeypatch):
     capture_run(monkeypatch)
-    code, _, err = run(capsys, "run", "--box", "b1", "--nodes", "2", "--", "true")
+    code, _, err = run_cli(capsys, "run", "--box", "b1", "--nodes", "2", "--", "true")
     assert code == 2 and "drop --nodes" in err
-    code, _, err = run(capsys, "run", "--pool", "p1", "--nodes", "2", "--", "true")
+    code, _, err = run_cli(capsys, "run", "--pool", "p1", "--nodes", "2", "--", "true")
     assert code == 2 and "drop --nodes" in err
 
 
@@ -141,7 +126,7 @@ def test_bad_nodes_on_up_and_run_are_one_line(here, capsys, monkeypatch, value):
     capture_run(monkeypatch)
     for command, tail in ((["up", "--name", "c1"], []), (["run"], ["--", "true"])):
         argv = [*command, "--model", "gpt2", "--nodes", value, "--yes", *tail]
-        code, _, err = run(capsys, *argv)
+        code, _, err = run_cli(capsys, *argv)
         assert code == 2 and err.startswith("orch: error: --nodes"), err
         assert len(err.strip().splitlines()) == 1
 
@@ -150,5 +135,5 @@ def test_an_aliyun_cluster_reaches_provisioning(here, capsys, monkeypatch):
     seen = capture_up(monkeypatch)
     argv = ["--model", "gpt2", "--cloud", "aliyun", "--nodes", "2", "--yes"]
     with pytest.raises(Tripwire):
-        run(capsys, "up", "--name", "c1", "--no-check", *argv)
+        run_cli(capsys, "up", "--name", "c1", "--no-check", *argv)
     assert seen[0].plan.choice.nodes == 2 and seen[0].plan.choice.cloud == "aliyun"

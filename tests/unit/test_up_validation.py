@@ -16,17 +16,20 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import main
-from orchestrator.provision import display, inputs, launch, steps
+from orchestrator.provision import display, inputs, launch
 from orchestrator.provision.boxes import Box, box_directory
 from orchestrator.provision.request import UpRequest
-from tests.support import candidate, cli_refused, plan_file, with_cloud_credentials
+from tests.support import (
+    Tripwire,
+    candidate,
+    cli_refused,
+    forbid_cloud_reach,
+    plan_file,
+    run_cli,
+    with_cloud_credentials,
+)
 
 CIDR = "203.0.113.7/32"
-
-
-class Tripwire(AssertionError):
-    pass
 
 
 @pytest.fixture
@@ -34,30 +37,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("ORCH_LOCK_TIMEOUT", raising=False)
     with_cloud_credentials(monkeypatch)
-
-    def tripwire(*_args: Any, **_kwargs: Any) -> None:
-        raise Tripwire("reached the cloud")
-
-    monkeypatch.setattr(launch, "render_box", tripwire)
-    monkeypatch.setattr(steps, "terraform_for", tripwire)
-    monkeypatch.setattr(inputs, "discover_caller_cidr", tripwire)
+    forbid_cloud_reach(monkeypatch)
     return tmp_path / "home"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str, ...] = ()) -> str:
     """Exit 2, one error line containing `words`, and `orch list` shows no box."""
     line = cli_refused(capsys, *argv, words=words)
-    code, out, _ = run(capsys, "list", "--json")
+    code, out, _ = run_cli(capsys, "list", "--json")
     assert code == 0 and json.loads(out) == []
     return line
 
@@ -131,7 +118,7 @@ def test_the_suite_s_default_candidates_pass(capsys, home, tmp_path, instance_ty
     """The other side of the tests above: a sound plan gets as far as rendering the box."""
     plan = plan_file(tmp_path, candidate(instance_type))
     with pytest.raises(Tripwire):
-        run(capsys, *up_args(plan))
+        run_cli(capsys, *up_args(plan))
 
 
 @pytest.mark.parametrize(
@@ -251,14 +238,14 @@ def test_ttl_none_is_the_explicit_no_expiry(capsys, home, tmp_path, monkeypatch)
     plan = plan_file(tmp_path, candidate(AWS))
     for spelling in ("none", "NONE"):
         with pytest.raises(Tripwire):
-            run(capsys, *up_args(plan, "--ttl", spelling))
+            run_cli(capsys, *up_args(plan, "--ttl", spelling))
         assert seen["expires_at"] is None
     assert inputs.expires_at_for("2h") is not None
 
 
 def test_a_lock_timeout_that_is_no_number_is_one_line(capsys, home, monkeypatch) -> None:
     monkeypatch.setenv("ORCH_LOCK_TIMEOUT", "abc")  # was ValueError
-    code, _, err = run(capsys, "down", "exp1")
+    code, _, err = run_cli(capsys, "down", "exp1")
     assert code == 2 and err.strip().splitlines() == [
         "orch: error: ORCH_LOCK_TIMEOUT='abc' is not a number of seconds (0 to 86400)"
     ]
