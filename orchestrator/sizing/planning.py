@@ -106,15 +106,28 @@ def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -
     if job.precision == "bf16" and any("cannot train" in r for r in reasons):
         head += f" ({reasons[0]})"
     elif ranking.memory_by_count:
-        count, least = min(ranking.memory_by_count.items(), key=lambda kv: kv[1].total_bytes)
-        head += f": needs {least.total_bytes / GIB:.1f} GiB per GPU even on {count} GPU(s)"
+        by_count = ranking.memory_by_count
+        count, least = min(by_count.items(), key=lambda kv: kv[1].total_bytes)
+        head += f": needs {least.total_bytes / GIB:.1f} GiB per GPU"
+        if count > min(by_count):  # more GPUs shard it, yet not enough
+            head += f" even on {count} GPUs"
     nodes = multi_node_hint(job, options)
     if nodes:
         head += f"; {nodes}"
     suggestions = [lever.describe() for lever in cheaper_if(job, options, ranking)]
     if suggestions:
         return f"{head}; would fit with {' or '.join(suggestions)}"
-    return f"{head}; try a smaller --batch or --seq, or more GPUs with --zero 3"
+    return f"{head}; {last_resort(job)}"
+
+
+def last_resort(job: JobSpec) -> str:
+    """What is left to try when no one lever makes the job fit: the flags it does not use yet."""
+    advice = "try a smaller --batch or --seq"
+    if not job.grad_checkpointing:
+        advice += " with --grad-checkpointing"
+    if job.zero < 3:
+        advice += ", or more GPUs with --zero 3"
+    return advice
 
 
 NODE_COUNTS = (2, 3, 4, 6, 8, 12, 16, 24, 32)  # multi-node sizes tried, smallest first

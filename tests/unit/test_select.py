@@ -129,3 +129,29 @@ def test_nothing_fits_suggests_what_would() -> None:
     message = str(info.value)
     assert "nothing fits" in message
     assert "--lora-rank" in message or "--zero" in message or "--grad-checkpointing" in message
+
+
+def nothing_fits(job: JobSpec, options: PlanOptions) -> str:
+    with pytest.raises(UsageError) as info:
+        plan_job(job, options)
+    return str(info.value)
+
+
+def test_nothing_fits_names_only_the_flags_the_job_does_not_use_yet() -> None:
+    job = JobSpec(model="llama-3-70b", batch=8, seq=4096, optimizer="adamw", zero=3)
+    message = nothing_fits(job, PlanOptions(cloud="aliyun"))
+    assert "--grad-checkpointing" in message
+    assert "--zero 3" not in message  # already on
+    assert "even on 8 GPUs" in message  # the most GPUs one box shards it over
+    sharded = nothing_fits(
+        JobSpec(model="llama-3-70b", batch=8, seq=4096, zero=3, grad_checkpointing=True),
+        PlanOptions(cloud="aliyun"),
+    )
+    assert sharded.endswith("try a smaller --batch or --seq"), sharded
+
+
+def test_nothing_fits_without_sharding_names_no_gpu_count() -> None:
+    message = nothing_fits(JobSpec(model="llama-3-70b", batch=8, seq=4096), PlanOptions())
+    assert "GiB per GPU;" in message
+    assert "GPU(s)" not in message and "even on" not in message
+    assert "more GPUs with --zero 3" in message
