@@ -109,6 +109,12 @@ def table(
     return "\n".join([line(headers), *(line(r) for r in rows)])
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 GPU`, `8 GPUs`: a count with its noun in the right number (`plural` when adding an s
+    is wrong: counted(2, "entry", "entries"))."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def gib(n_bytes: float) -> str:
     return f"{n_bytes / 1024**3:.1f}"
 

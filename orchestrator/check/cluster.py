@@ -241,7 +241,8 @@ def check_cluster(
     report.allreduce = check
     failed = [n.node.index for n in report.nodes if n.exit_code != EXIT_OK]
     if failed:
-        check.skipped = f"node(s) {', '.join(map(str, failed))} failed the GPU check"
+        which = ", ".join(map(str, failed))
+        check.skipped = f"{'node' if len(failed) == 1 else 'nodes'} {which} failed the GPU check"
         return report
     rendezvous = pairs[0][0].private_ip or pairs[0][1].host
     launches = [

@@ -25,6 +25,7 @@ from orchestrator.check.transport import (
     transport_for_box,
 )
 from orchestrator.errors import EXIT_CHECK_FAILED, EXIT_OK, OrchError
+from orchestrator.textui import counted
 
 if TYPE_CHECKING:
     from orchestrator.plan import Candidate
@@ -199,7 +200,7 @@ def evaluate(gpus: list[nvidia_smi.GpuInventory], expected: Expected) -> list[Ch
             Check(
                 "gpu_count",
                 found == expected.gpu_count,
-                f"{found} GPU(s) found, {expected.gpu_count} expected",
+                f"{counted(found, 'GPU')} found, {expected.gpu_count} expected",
             )
         )
 
@@ -217,7 +218,7 @@ def evaluate(gpus: list[nvidia_smi.GpuInventory], expected: Expected) -> list[Ch
                 not wrong,
                 "; ".join(wrong) + f", {expected.gpu} expected"
                 if wrong
-                else f"all {len(gpus)} GPU(s) are {expected.gpu} ({gpus[0].name})",
+                else f"all {counted(len(gpus), 'GPU')} are {expected.gpu} ({gpus[0].name})",
             )
         )
 
@@ -247,7 +248,7 @@ def evaluate(gpus: list[nvidia_smi.GpuInventory], expected: Expected) -> list[Ch
             detail = ", ".join(f"GPU {g.index}: {g.ecc_uncorrected}" for g in bad)
             checks.append(Check("ecc", False, f"uncorrected ECC errors since boot ({detail})"))
         else:
-            note = f" ({len(unknown)} GPU(s) do not report ECC)" if unknown else ""
+            note = f" ({counted(len(unknown), 'GPU')} without ECC reporting)" if unknown else ""
             checks.append(Check("ecc", True, "no uncorrected ECC errors" + note))
     return checks
 
@@ -307,7 +308,7 @@ def _identity_check(gpus: list[nvidia_smi.GpuInventory]) -> Check:
             repeated.append(f"{label} {', '.join(t[:60] for t in twice)} listed more than once")
     if repeated:
         return Check("gpu_ids", False, "; ".join(repeated))
-    return Check("gpu_ids", True, f"{len(gpus)} distinct GPU(s)")
+    return Check("gpu_ids", True, f"{counted(len(gpus), 'distinct GPU')}")
 
 
 def _checks_from_answer(result: CommandResult) -> tuple[list[nvidia_smi.GpuInventory], list[Check]]:
@@ -343,7 +344,7 @@ def run_check(
         report.elapsed_s = time.monotonic() - started
         return report
     report = CheckReport(box_name, transport.description, expected, attempts=attempts)
-    report.checks.append(Check("reachable", True, f"answered after {attempts} attempt(s)"))
+    report.checks.append(Check("reachable", True, f"answered after {counted(attempts, 'attempt')}"))
     gpus, failures = _checks_from_answer(result)
     report.gpus = gpus
     report.checks += failures or evaluate(gpus, expected)

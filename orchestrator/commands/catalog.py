@@ -21,6 +21,7 @@ from orchestrator.catalog.loader import CLOUDS
 from orchestrator.catalog.schema import InstanceType, ModelEntry
 from orchestrator.clouds.registry import price_api_of
 from orchestrator.errors import UsageError
+from orchestrator.textui import counted
 
 PRECISION_COLUMNS = ("fp32", "tf32", "fp16", "bf16")
 UNVERIFIED_MARK = "price NOT RE-VERIFIED"
@@ -419,7 +420,8 @@ def refresh_command(
     instances, names, wanted_regions = _refresh_targets(cloud, regions, types)
     if not as_json:
         click.echo(
-            f"asking {api.name} for {len(names)} type(s) in {', '.join(wanted_regions)} ...",
+            f"asking {api.name} for {counted(len(names), 'type')}"
+            f" in {', '.join(wanted_regions)} ...",
             err=True,
         )
     fetched = api.fetch(wanted_regions, names)

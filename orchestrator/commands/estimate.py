@@ -29,7 +29,7 @@ from orchestrator.sizing.job import JobSpec
 from orchestrator.sizing.memory import GIB, MemoryBreakdown, estimate_memory
 from orchestrator.sizing.overhead import describe as describe_overhead
 from orchestrator.sizing.resolve import resolve_architecture
-from orchestrator.textui import table
+from orchestrator.textui import counted, table
 
 PARTS = (
     ("parameters", "parameters_bytes"),
@@ -90,7 +90,7 @@ def render(arch: Architecture, job: JobSpec, memory: MemoryBreakdown, warnings: 
     header = (
         f"{arch.name}: {_count(memory.parameters)} parameters{trainable}; "
         f"batch {job.batch}/GPU, {shape}, {', '.join(options)}; "
-        f"{job.gpus} GPU(s), ZeRO {job.zero}"
+        f"{counted(job.gpus, 'GPU')}, ZeRO {job.zero}"
     )
     values = memory.to_dict()["memory"]
     rows = [[label, f"{values[key] / GIB:,.2f}"] for label, key in PARTS]

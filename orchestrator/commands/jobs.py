@@ -16,6 +16,7 @@ from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_optio
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.duration_type import DURATION
 from orchestrator.errors import EXIT_FAILURE, OrchError
+from orchestrator.textui import counted
 
 # The longest `orch wait` (a training job may run for weeks).
 WAIT_MAX_S = 60 * DAY_S
@@ -254,7 +255,7 @@ def _stop_cluster(box: Any, run_id: str, timeout: float, ssh_config: str | None)
     failed = [(index, error) for index, _, error in results if error is not None]
     if failed:
         index, error = failed[0]
-        raise OrchError(f"{len(failed)} node(s) not stopped; node {index}: {error}")
+        raise OrchError(f"{counted(len(failed), 'node')} not stopped; node {index}: {error}")
 
 
 @click.command("ssh", context_settings={"allow_interspersed_args": False})

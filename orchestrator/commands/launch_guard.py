@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from orchestrator.durations import parse_seconds
 from orchestrator.errors import EXIT_FAILURE, OrchError
+from orchestrator.textui import counted
 
 DEFAULT_TTL = "12h"  # a box's lifetime unless told otherwise (up and run alike)
 NO_EXPIRY = "none"
@@ -60,7 +61,8 @@ def offer_lines(choice: Any, name: str, ttl: str | None, alternatives: int) -> l
     cost = "unknown" if choice.cost is None else f"${choice.cost:,.2f}"
     lines.append(f"  expected job cost: {cost} ({choice.hours:.2f} h at the planned throughput)")
     if alternatives:
-        lines.append(f"  ({alternatives} alternative(s) of the plan are tried on capacity errors)")
+        tried = counted(alternatives, "alternative")
+        lines.append(f"  ({tried} of the plan tried on capacity errors)")
     return lines
 
 

@@ -147,7 +147,7 @@ def test_a_node_whose_gpus_do_not_match_is_named(nodes, orch_home):
     assert [n["ok"] for n in report["nodes"]] == [True, False]
     failed = {c["name"] for c in report["nodes"][1]["report"]["checks"] if not c["ok"]}
     assert "gpu_model" in failed
-    assert report["allreduce"]["skipped"] == "node(s) 1 failed the GPU check"
+    assert report["allreduce"]["skipped"] == "node 1 failed the GPU check"
 
 
 def test_a_node_without_torch_is_named_before_any_launch(nodes, orch_home, tmp_path):
@@ -183,7 +183,7 @@ def test_a_node_that_never_answers_is_named_and_the_exit_is_1(nodes, orch_home):
     report = json.loads(result.stdout)
     assert [n["ok"] for n in report["nodes"]] == [True, False]
     assert "no usable answer" in report["nodes"][1]["unreachable"]
-    assert report["allreduce"]["skipped"] == "node(s) 1 failed the GPU check"
+    assert report["allreduce"]["skipped"] == "node 1 failed the GPU check"
 
 
 def test_up_s_check_of_a_cluster_names_the_node_that_does_not_match(nodes, orch_home):

@@ -238,7 +238,7 @@ def test_the_same_gpu_twice_does_not_pass_a_two_gpu_plan(server, orch_home):
     assert result.returncode == 3
     assert {"gpu_ids", "gpu_count"} <= set(failed(report))
     assert "index 0 listed more than once" in failed(report)["gpu_ids"]
-    assert "1 GPU(s) found, 2 expected" in failed(report)["gpu_count"]
+    assert "1 GPU found, 2 expected" in failed(report)["gpu_count"]
 
 
 def test_deprecated_field_counts_as_unknown(server, orch_home):
@@ -247,7 +247,7 @@ def test_deprecated_field_counts_as_unknown(server, orch_home):
     result, report = check_json(server, "deprecated")
     assert result.returncode == 0, report
     ecc = next(c for c in report["checks"] if c["name"] == "ecc")
-    assert "do not report ECC" in ecc["message"]
+    assert "without ECC reporting" in ecc["message"]
 
 
 @pytest.mark.parametrize(

@@ -178,7 +178,7 @@ def test_missing_gpu_is_a_mismatch(server, orch_home):
     result, report = check_json(server, "missing", make_candidate("A100-40GB", 8, 40))
     assert result.returncode == 3
     assert set(failed(report)) == {"gpu_count"}
-    assert "2 GPU(s) found, 8 expected" in failed(report)["gpu_count"]
+    assert "2 GPUs found, 8 expected" in failed(report)["gpu_count"]
 
 
 def test_uncorrected_ecc_errors_fail(server, orch_home):
