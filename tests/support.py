@@ -114,6 +114,14 @@ def plan_file(tmp_path: Path, *candidates: Candidate) -> str:
     return str(write_plan(plan, tmp_path / "plan.json"))
 
 
+def reset_moto(url: str) -> None:
+    """Forget every resource the moto server at `url` holds (its /moto-api/reset)."""
+    import urllib.request
+
+    reset = urllib.request.Request(f"{url}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=10).close()
+
+
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     """Assert a command succeeded, showing its stderr when it did not."""
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stderr[-3000:]}"

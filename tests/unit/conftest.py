@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-import urllib.request
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support import reset_moto
+
 
 @pytest.fixture(scope="session")
 def moto_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One moto server for the unit tests that read EC2 (the quota checks' usage)."""
+    """One moto server per test worker for the unit tests that reach AWS: EC2 (the quota
+    checks' usage, the placement-group stand-in) and S3 (the box-side store, the checkpoint
+    agent, the pool record). The suite runs `--dist loadfile`, so one file's tests run
+    together; S3 tests keep apart by bucket, EC2 tests reset the server first."""
     from tests.e2e.conftest import moto_server_process
 
     with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
@@ -20,6 +25,26 @@ def moto_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def moto(moto_server_url: str) -> str:
     """That server's URL, reset first: no instance of an earlier test."""
-    reset = urllib.request.Request(f"{moto_server_url}/moto-api/reset", method="POST")
-    urllib.request.urlopen(reset, timeout=10).close()
+    reset_moto(moto_server_url)
     return moto_server_url
+
+
+@pytest.fixture
+def s3(moto_server_url: str):  # noqa: ANN201 - a boto3 client
+    import boto3  # a dependency of orch itself
+
+    return boto3.client(
+        "s3",
+        endpoint_url=moto_server_url,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def bucket(s3) -> str:  # noqa: ANN001
+    """A new, empty bucket of that server's, for one test."""
+    name = "test-" + uuid.uuid4().hex[:12]
+    s3.create_bucket(Bucket=name)
+    return name

@@ -6,7 +6,6 @@ tests/sim/metadata.py), and multipart uploads against a real moto server over HT
 from __future__ import annotations
 
 import os
-import uuid
 from calendar import timegm
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.boxside import box_s3, metadata_specs
-from tests.e2e.conftest import moto_server_process
 from tests.sim.metadata import MetadataService
 
 KEY, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -23,36 +21,10 @@ KEY, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 CLOUDS = metadata_specs()
 
 
-@pytest.fixture(scope="module")
-def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
-        yield url
-
-
 @pytest.fixture
 def md() -> Iterator[MetadataService]:
     with MetadataService() as service:
         yield service
-
-
-@pytest.fixture
-def s3(moto_url: str):  # noqa: ANN201 - a boto3 client
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=moto_url,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
-
-
-@pytest.fixture
-def bucket(s3) -> str:  # noqa: ANN001
-    name = "box-" + uuid.uuid4().hex[:12]
-    s3.create_bucket(Bucket=name)
-    return name
 
 
 def role_credentials(secret_key: str = "AccessKeySecret") -> dict[str, str]:
@@ -118,13 +90,13 @@ def test_signature_matches_botocore_with_a_session_token_and_a_query() -> None:
 # ------------------------------------------------------------------------------ credentials
 
 
-def store_env(moto_url: str, md: MetadataService, **more: str) -> dict[str, str]:
-    return {"AWS_ENDPOINT_URL": moto_url, "ORCH_AGENT_METADATA_URL": md.url, **more}
+def store_env(moto_server_url: str, md: MetadataService, **more: str) -> dict[str, str]:
+    return {"AWS_ENDPOINT_URL": moto_server_url, "ORCH_AGENT_METADATA_URL": md.url, **more}
 
 
-def test_credentials_come_from_the_instance_role_through_imdsv2(moto_url, md, s3, bucket):
+def test_credentials_come_from_the_instance_role_through_imdsv2(moto_server_url, md, s3, bucket):
     md.aws_identity = lambda: ("orch-box-role", role_credentials("SecretAccessKey"))
-    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_server_url, md))
     store.put_bytes("a/b.txt", b"hello")
     assert s3.get_object(Bucket=bucket, Key="a/b.txt")["Body"].read() == b"hello"
     assert store.credentials.current.key == "ASIAROLEKEY"
@@ -135,31 +107,31 @@ def test_credentials_come_from_the_instance_role_through_imdsv2(moto_url, md, s3
     assert md.paths("PUT") == ["/latest/api/token"]  # every GET carried the token
 
 
-def test_aliyun_credentials_come_from_the_ram_role(moto_url, md, s3, bucket):
+def test_aliyun_credentials_come_from_the_ram_role(moto_server_url, md, s3, bucket):
     md.aliyun_identity = lambda: ("OrchBoxRole", {**role_credentials(), "SecurityToken": "sts"})
-    store = box_s3.S3Store(bucket, CLOUDS["aliyun"], store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aliyun"], store_env(moto_server_url, md))
     store.put_bytes("x", b"1")
     assert store.credentials.current.token == "sts"
     assert store.region == "cn-hangzhou"
     assert "/latest/meta-data/ram/security-credentials/OrchBoxRole" in md.paths("GET")
 
 
-def test_a_box_without_a_role_gets_one_clear_error(moto_url, md, bucket):
-    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
+def test_a_box_without_a_role_gets_one_clear_error(moto_server_url, md, bucket):
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_server_url, md))
     with pytest.raises(box_s3.StoreError, match=r"no credentials: .* names no role .*\(HTTP 404"):
         store.get_bytes("anything")
 
 
-def test_environment_keys_come_before_the_role(moto_url, md, bucket):
+def test_environment_keys_come_before_the_role(moto_server_url, md, bucket):
     md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
-    env = store_env(moto_url, md, AWS_ACCESS_KEY_ID="envkey", AWS_SECRET_ACCESS_KEY="s")
+    env = store_env(moto_server_url, md, AWS_ACCESS_KEY_ID="envkey", AWS_SECRET_ACCESS_KEY="s")
     store = box_s3.S3Store(bucket, CLOUDS["aws"], env)
     assert store.get_bytes("missing") is None
     assert store.credentials.current.key == "envkey"
     assert not [p for p in md.paths("GET") if "security-credentials" in p]
 
 
-def test_expiring_credentials_are_fetched_again(moto_url, md, bucket):
+def test_expiring_credentials_are_fetched_again(moto_server_url, md, bucket):
     served = []
 
     def identity() -> tuple[str, dict[str, str]]:
@@ -168,7 +140,7 @@ def test_expiring_credentials_are_fetched_again(moto_url, md, bucket):
         return "role", {**role_credentials("SecretAccessKey"), "Expiration": soon}
 
     md.aws_identity = identity
-    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_server_url, md))
     store.put_bytes("k", b"1")
     first = len(served)
     store.put_bytes("k", b"2")
@@ -178,9 +150,9 @@ def test_expiring_credentials_are_fetched_again(moto_url, md, bucket):
 # ------------------------------------------------------------------------------ objects
 
 
-def test_large_files_go_up_in_parts_and_come_back_whole(moto_url, md, s3, bucket, tmp_path):
+def test_large_files_go_up_in_parts_and_come_back_whole(moto_server_url, md, s3, bucket, tmp_path):
     md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
-    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_server_url, md))
     store_part = box_s3.PART_SIZE
     box_s3.PART_SIZE = 5 * 1024 * 1024  # S3's smallest part
     try:
@@ -198,9 +170,9 @@ def test_large_files_go_up_in_parts_and_come_back_whole(moto_url, md, s3, bucket
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
-def test_listing_pages_and_deleting(moto_url, md, s3, bucket):
+def test_listing_pages_and_deleting(moto_server_url, md, s3, bucket):
     md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
-    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_url, md))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_server_url, md))
     names = [f"p/{i:04d} file+{i}.bin" for i in range(1005)]  # more than one page of 1000
     for name in names:
         s3.put_object(Bucket=bucket, Key=name, Body=b"")
@@ -209,7 +181,8 @@ def test_listing_pages_and_deleting(moto_url, md, s3, bucket):
     store.delete("p/never-there")  # S3 answers 204 for a missing key too
     assert names[0] not in store.list("p/")
     with pytest.raises(box_s3.StoreError, match="NoSuchBucket"):
-        box_s3.S3Store(bucket + "-none", CLOUDS["aws"], store_env(moto_url, md)).get_bytes("x")
+        missing = box_s3.S3Store(bucket + "-none", CLOUDS["aws"], store_env(moto_server_url, md))
+        missing.get_bytes("x")
 
 
 def test_urls_follow_the_addressing_rules(md):
@@ -230,7 +203,7 @@ def test_the_module_file_is_what_the_box_gets() -> None:
 
 
 def test_boto3_on_aliyun_takes_the_ram_role_from_the_metadata(
-    moto_url, md, s3, bucket, monkeypatch
+    moto_server_url, md, s3, bucket, monkeypatch
 ):
     """The OSS path (boto3) reads the instance RAM role too: no keys in the environment."""
     from orchestrator.boxside.agent import Boto3Store
@@ -241,7 +214,7 @@ def test_boto3_on_aliyun_takes_the_ram_role_from_the_metadata(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("ORCH_STORE_ENDPOINT", moto_url)
+    monkeypatch.setenv("ORCH_STORE_ENDPOINT", moto_server_url)
     monkeypatch.setenv("ORCH_AGENT_METADATA_URL", md.url)
     with pytest.raises(box_s3.StoreError, match="credentials"):  # no role: boto3 finds nothing
         Boto3Store(bucket, CLOUDS["aliyun"]).put_bytes("x", b"1")

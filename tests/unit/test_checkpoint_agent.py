@@ -23,7 +23,6 @@ import pytest
 
 from orchestrator import boxside
 from orchestrator.boxside import agent as agent_module
-from tests.e2e.conftest import moto_server_process
 from tests.ports import refused_port
 from tests.sim.metadata import MetadataService
 from tests.support import require
@@ -36,12 +35,6 @@ NO_CLIENT = "no S3 client on this box"
 
 
 # ------------------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="module")
-def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with moto_server_process(tmp_path_factory.mktemp("moto")) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")
@@ -60,37 +53,17 @@ def md(metadata: MetadataService) -> MetadataService:
 
 
 @pytest.fixture
-def env(moto_url: str, metadata: MetadataService) -> dict[str, str]:
+def env(moto_server_url: str, metadata: MetadataService) -> dict[str, str]:
     """The box's environment: credentials and endpoint from standard variables only."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORCH_"))}
     base.update(
-        AWS_ENDPOINT_URL=moto_url,
+        AWS_ENDPOINT_URL=moto_server_url,
         AWS_ACCESS_KEY_ID="test",
         AWS_SECRET_ACCESS_KEY="test",
         AWS_DEFAULT_REGION="us-east-1",
         ORCH_AGENT_METADATA_URL=metadata.url,
     )
     return base
-
-
-@pytest.fixture
-def s3(moto_url: str):  # noqa: ANN201 - a boto3 client
-    import boto3  # a dependency of orch itself
-
-    return boto3.client(
-        "s3",
-        endpoint_url=moto_url,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
-
-
-@pytest.fixture
-def bucket(s3) -> str:  # noqa: ANN001
-    name = "ckpt-" + uuid.uuid4().hex[:12]
-    s3.create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture
@@ -379,9 +352,9 @@ def test_symlinks_leading_out_of_the_dir_are_not_uploaded(env, s3, bucket, store
     ]
 
 
-def test_store_endpoint_variable_is_honoured(env, moto_url, bucket, store, tmp_path) -> None:
+def test_store_endpoint_variable_is_honoured(env, moto_server_url, bucket, store, tmp_path) -> None:
     env = {k: v for k, v in env.items() if k != "AWS_ENDPOINT_URL"}
-    env["ORCH_STORE_ENDPOINT"] = moto_url
+    env["ORCH_STORE_ENDPOINT"] = moto_server_url
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "a.bin").write_bytes(b"abc")
     up = run_agent(env, "upload", "--dir", str(tmp_path / "out"), "--store", store)

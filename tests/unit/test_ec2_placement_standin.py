@@ -7,17 +7,16 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.e2e.conftest import CapacityProxy, moto_server_process
+from tests.e2e.conftest import CapacityProxy
+from tests.support import reset_moto
 
 AMI = "ami-1e749f67"
 
 
 @pytest.fixture(scope="module")
-def ec2(tmp_path_factory):  # noqa: ANN201 - a boto3 client
-    with (
-        moto_server_process(tmp_path_factory.mktemp("moto")) as moto,
-        CapacityProxy(moto) as proxy,
-    ):
+def ec2(moto_server_url: str):  # noqa: ANN201 - a boto3 client
+    reset_moto(moto_server_url)  # no placement group of another file's tests
+    with CapacityProxy(moto_server_url) as proxy:
         yield boto3.client(
             "ec2",
             endpoint_url=proxy.url,

@@ -33,7 +33,7 @@ from orchestrator.pool.store import (
     open_store,
     update,
 )
-from tests.e2e.conftest import CapacityProxy, moto_server_process
+from tests.e2e.conftest import CapacityProxy
 
 REPO = Path(__file__).resolve().parents[2]
 PROCESSES = 20
@@ -45,12 +45,9 @@ INCREMENTS = 5
 
 
 @pytest.fixture(scope="module")
-def s3_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CapacityProxy]:
+def s3_proxy(moto_server_url: str) -> Iterator[CapacityProxy]:
     """moto behind the proxy that serializes writes of one object (atomic conditional PUTs)."""
-    with (
-        moto_server_process(tmp_path_factory.mktemp("moto")) as moto,
-        CapacityProxy(moto) as proxy,
-    ):
+    with CapacityProxy(moto_server_url) as proxy:
         yield proxy
 
 
