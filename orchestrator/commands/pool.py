@@ -17,6 +17,7 @@ from orchestrator.commands.check_options import (
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.durations import parse_seconds
 from orchestrator.errors import OrchError, UsageError
+from orchestrator.textui import counted
 
 store_option = click.option(
     "--store",
@@ -265,8 +266,8 @@ def reconcile(name: str, store_url: str | None, ssh_config: str | None, check_ti
         ),
     )
     if result["actions"]["failed"]:
-        raise OrchError(f"pool {name}: {len(result['actions']['failed'])} box(es) failed to "
-                        "reconcile; the others were reconciled")  # fmt: skip
+        failed = counted(len(result["actions"]["failed"]), "box", "boxes")
+        raise OrchError(f"pool {name}: {failed} failed to reconcile; the others were reconciled")
 
 
 @pool.command("delete")

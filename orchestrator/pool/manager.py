@@ -20,11 +20,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG, CloudError
+from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG
 from orchestrator.errors import EXIT_FAILURE, OrchError, UsageError
 from orchestrator.plan import Plan
 from orchestrator.pool import entries as pool_entries
-from orchestrator.pool import members
+from orchestrator.pool import health, members
 from orchestrator.pool import record as pool_record
 from orchestrator.pool.handle import NoBoxFree, Pool, open_pool
 from orchestrator.pool.members import provision, provision_entry
@@ -32,7 +32,6 @@ from orchestrator.pool.ownership import Unverified
 from orchestrator.pool.store import Conflict, store_tag
 from orchestrator.provision.boxes import Box
 from orchestrator.provision.display import box_summary
-from orchestrator.run.recovery import gone
 
 __all__ = ["NoBoxFree", "Pool", "open_pool", "provision", "provision_entry"]
 Say = Callable[[str], None]
@@ -282,9 +281,8 @@ def reconcile(pool: Pool) -> dict[str, Any]:
     at = pool_record.now()
     for name, entry in list(data["boxes"].items()):
         _isolated(pool, actions, name, _recover, pool, name, entry, at, actions, claimed)
-    for name, entry in list(pool.read()["boxes"].items()):
-        if entry.get("state") == "ready":
-            _isolated(pool, actions, name, _replace_if_unhealthy, pool, name, entry, claimed)
+    for name, why in _ready_to_replace(pool, actions).items():
+        _isolated(pool, actions, name, _replace, pool, name, why, claimed)
     claimed.update(dict.fromkeys(_claim_idle(pool), "idle_destroyed"))
     _destroy_claimed(pool, claimed, actions)
     actions["started"] = top_up(pool)
@@ -319,14 +317,29 @@ def _recover(pool: Pool, name: str, entry: dict[str, Any], at: Any, actions: dic
         claimed[name] = "stale_removed"
 
 
-def _replace_if_unhealthy(pool: Pool, name: str, entry: dict[str, Any],
-                          claimed: dict[str, str]) -> None:  # fmt: skip
-    why = _unhealthy(pool, name, entry)
-    if name in pool.foreign:
-        members.drop(pool, name)
-        return
-    if why is None:
-        return
+def _ready_to_replace(pool: Pool, actions: dict[str, list[str]]) -> dict[str, str]:
+    """Ready box -> why it should go (pool/health.py): first what the record and the cloud
+    say, one box at a time, then the SSH probes of the rest, all at once. A box that turns out
+    not to be this pool's is dropped here."""
+    verdicts: dict[str, str] = {}
+    to_probe: dict[str, Box] = {}
+
+    def look(name: str, entry: dict[str, Any]) -> None:
+        found = health.first_look(pool, name, entry)
+        if name in pool.foreign:
+            members.drop(pool, name)
+        elif isinstance(found, str):
+            verdicts[name] = found
+        else:
+            to_probe[name] = found
+
+    for name, entry in list(pool.read()["boxes"].items()):
+        if entry.get("state") == "ready":
+            _isolated(pool, actions, name, look, name, entry)
+    return {**verdicts, **health.probe_all(pool, to_probe)}
+
+
+def _replace(pool: Pool, name: str, why: str, claimed: dict[str, str]) -> None:
     if _claim(pool, name, "ready", "destroying"):
         pool.say(f"pool {pool.name}: {name} {why}; replacing it")
         claimed[name] = "expired_destroyed" if why.startswith("expires") else "replaced"
@@ -367,34 +380,6 @@ def _claim(pool: Pool, name: str, state: str, new: str, **why: bool) -> bool:
         return True
 
     return bool(pool.change(move)[1])
-
-
-def _unhealthy(pool: Pool, name: str, entry: dict[str, Any]) -> str | None:
-    """Why a ready box should go: its TTL ends within a lease, the cloud lost it, or it does
-    not answer over SSH. None: it is fine."""
-    from orchestrator import clouds
-    from orchestrator.run.shell import call
-
-    data = pool.read()
-    until = pool_record.usable_until(entry)
-    if until is not None and until <= pool_record.now() + timedelta(seconds=data["lease_ttl_s"]):
-        return f"expires at {pool_record.iso(until)}, within a lease"
-    box = members.materialize(pool, name, data)
-    if box is None:
-        return "has no record here or in the pool's state"
-    instance_id = (box.outputs or {}).get("instance_id")
-    try:
-        state = clouds.instance_state_of(clouds.get(box.cloud), box.region, str(instance_id))
-    except CloudError:
-        state = None
-    if gone(state):  # the run's own test (run/recovery.py)
-        assert state is not None
-        return f"is {state.state} in {box.cloud} ({state.reason or 'no reason given'})"
-    try:
-        result = call(members.transport(pool, box), "true", what="probe", timeout=20, retry_s=20)
-    except OrchError as exc:
-        return f"does not answer over SSH ({exc.one_line()})"
-    return None if result.exit_code == 0 else "does not answer over SSH"
 
 
 def _claim_idle(pool: Pool) -> list[str]:

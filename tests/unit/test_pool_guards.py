@@ -165,7 +165,7 @@ def test_when_the_cloud_cannot_be_asked_the_box_is_left_alone_and_kept(home, cap
     assert code == 1 and box_exists("gpu-0d0d0d")
     (failed,) = result["actions"]["failed"]
     assert failed.startswith("gpu-0d0d0d: cannot tell whether box gpu-0d0d0d is this pool's")
-    assert err[-1].startswith("orch: error: pool gpu: 1 box(es) failed to reconcile")
+    assert err[-1].startswith("orch: error: pool gpu: 1 box failed to reconcile")
     assert "gpu-0d0d0d" in home["store"].read(KEY).data["boxes"]  # for a later reconcile
 
 
@@ -333,3 +333,41 @@ def test_a_destroy_that_fails_keeps_the_entry_for_a_later_reconcile(home, monkey
     monkeypatch.setattr(teardown, "down", real_down)  # the next try works
     assert members.destroy(pool, "gpu-0d0d0d") and not box_exists("gpu-0d0d0d")
     assert home["store"].read(KEY).data["boxes"] == {}
+
+
+def test_reconcile_probes_the_ready_boxes_at_once_and_replaces_the_silent(home, monkeypatch):
+    """Three ready boxes: two do not answer over SSH, one does. Each probe waits until all three
+    are under way, so probes run one after another fail the test (the barrier breaks)."""
+    import threading
+
+    from orchestrator.check.transport import CommandResult, Unreachable
+    from orchestrator.pool import manager, members
+
+    names = ("gpu-1a1a1a", "gpu-2a2a2a", "gpu-3a3a3a")
+    for name in names:
+        make_box(home, name, POOL_TAGS, POOL_TAGS)
+    data = record(**{name: entry() for name in names})
+    data["min"] = 1  # the box that answers stays, not retired as idle
+    home["store"].create(KEY, data)
+    all_under_way = threading.Barrier(len(names), timeout=60)
+
+    class Probe:
+        def __init__(self, box: Box) -> None:
+            self.box = box
+
+        def run(self, script: str, timeout: float, *, on_stdin: bool = False) -> CommandResult:
+            all_under_way.wait()
+            if self.box.name == "gpu-2a2a2a":
+                return CommandResult(0, "", "")
+            raise Unreachable("connection refused")
+
+    monkeypatch.setattr(members, "transport", lambda pool, box: Probe(box))
+    monkeypatch.setattr(manager.health, "PROBE_TIMEOUT_S", 0)  # one try each
+    said: list[str] = []
+    result = manager.reconcile(manager.open_pool("gpu", None, said.append))
+    assert not all_under_way.broken
+    assert result["actions"]["replaced"] == ["gpu-1a1a1a", "gpu-3a3a3a"], said
+    assert result["actions"]["failed"] == []
+    assert [n for n in names if box_exists(n)] == ["gpu-2a2a2a"]  # destroyed in children
+    assert any("gpu-1a1a1a does not answer over SSH (probe: connection refused" in s for s in said)
+    assert list(home["store"].read(KEY).data["boxes"]) == ["gpu-2a2a2a"]
