@@ -8,7 +8,9 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     cmd.sh      the command after `--`, each argument quoted
     agent.py    the checkpoint agent (orchestrator/boxside/agent.py), with --store only
     env         --env values (export lines), mode 0600; deleted by the wrapper once read
-    box_s3.py   its S3 client (orchestrator/boxside/box_s3.py), next to it
+    *.py        the modules the agent imports (checkpoint_store.py, watcher.py,
+                cloud_metadata.py, store_clients.py, its S3 client box_s3.py, agent_log.py:
+                orchestrator/boxside/), next to it
     metadata.json  each cloud's instance metadata service, for the agent (boxside.agent_files)
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch

@@ -206,7 +206,7 @@ def test_boto3_on_aliyun_takes_the_ram_role_from_the_metadata(
     moto_server_url, md, s3, bucket, monkeypatch
 ):
     """The OSS path (boto3) reads the instance RAM role too: no keys in the environment."""
-    from orchestrator.boxside.agent import Boto3Store
+    from orchestrator.boxside.store_clients import Boto3Store
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator import boxside
-from orchestrator.boxside import agent as agent_module
+from orchestrator.boxside import checkpoint_store, store_clients
 from tests.ports import refused_port
 from tests.sim.metadata import MetadataService
 from tests.support import require
 
 REPO = Path(__file__).resolve().parents[2]
-# The agent as orch ships it to a box: agent.py, box_s3.py and metadata.json in one folder.
+# The agent as orch ships it to a box: agent.py, its modules and metadata.json in one folder.
 AGENT = boxside.ship(Path(tempfile.mkdtemp(prefix="orch-agent-")))
 PREFIX = "jobs/run-1"
 NO_CLIENT = "no S3 client on this box"
@@ -673,31 +673,37 @@ def imports_of(path: Path) -> set[str]:
     return imported
 
 
-def test_agent_is_python38_syntax_and_imports_only_stdlib_and_boto3() -> None:
-    # box_s3 lies next to it on the box; `orchestrator` only where orch's tests import it.
-    assert imports_of(AGENT) - stdlib_names() == {"boto3", "botocore", "box_s3", "orchestrator"}
-    assert imports_of(AGENT.with_name("box_s3.py")) <= stdlib_names() | {"__future__"}
+def test_every_shipped_module_is_python38_syntax_and_imports_only_stdlib_and_boto3() -> None:
+    # Its siblings lie next to it on the box (an import of a module orch does not ship fails
+    # here); `orchestrator` only where orch's tests import them.
+    shipped = sorted(name for name in boxside.agent_files() if name.endswith(".py"))
+    siblings = {name[: -len(".py")] for name in shipped}
+    assert {"agent", "box_s3", "checkpoint_store"} <= siblings
+    allowed = stdlib_names() | siblings | {"__future__", "boto3", "botocore", "orchestrator"}
+    imported = {name: imports_of(AGENT.with_name(name)) for name in shipped}
+    assert [name for name, found in imported.items() if found - allowed] == []
+    assert imported["box_s3.py"] <= stdlib_names() | {"__future__"}
 
 
 @pytest.mark.parametrize(
     "bad", ["../x", "a/../../x", "/abs", "a//b", "./a", "a/.", "", "a\\..\\x", "nul\x00"]
 )
 def test_relative_paths_from_the_store_are_checked(bad: str) -> None:
-    with pytest.raises(agent_module.BadCheckpoint, match="unsafe path"):
-        agent_module.check_relpath(bad)
+    with pytest.raises(checkpoint_store.BadCheckpoint, match="unsafe path"):
+        checkpoint_store.check_relpath(bad)
     raw = json.dumps({"seq": 3, "files": {"ok/a.bin": 1, bad: 2}}).encode()
-    with pytest.raises(agent_module.BadCheckpoint):
-        agent_module.parse_manifest(raw, 3)
+    with pytest.raises(checkpoint_store.BadCheckpoint):
+        checkpoint_store.parse_manifest(raw, 3)
 
 
 def test_manifests_are_validated() -> None:
     digest = "ab" * 32
     good = {"seq": 3, "files": {"a/b.bin": 10, "c": 0}, "mtime_ns": {"c": 5}}
     good["sha256"] = {"a/b.bin": digest, "c": digest}
-    files, mtimes, digests = agent_module.parse_manifest(json.dumps(good).encode(), 3)
+    files, mtimes, digests = checkpoint_store.parse_manifest(json.dumps(good).encode(), 3)
     assert files == {"a/b.bin": 10, "c": 0} and mtimes == {"c": 5} and digests["c"] == digest
-    with pytest.raises(agent_module.BadCheckpoint):
-        agent_module.check_relpath(7)
+    with pytest.raises(checkpoint_store.BadCheckpoint):
+        checkpoint_store.check_relpath(7)
     for bad in (
         b"not json",
         b"[]",
@@ -712,8 +718,8 @@ def test_manifests_are_validated() -> None:
         json.dumps({**good, "mtime_ns": {"zz": 1}}).encode(),  # a file not in the list
         json.dumps({**good, "files": {"a/b.bin": 2**63, "c": 0}}).encode(),
     ):
-        with pytest.raises(agent_module.BadCheckpoint):
-            agent_module.parse_manifest(bad, 3)
+        with pytest.raises(checkpoint_store.BadCheckpoint):
+            checkpoint_store.parse_manifest(bad, 3)
 
 
 class MemoryStore:
@@ -752,8 +758,8 @@ def test_files_that_vanish_mid_upload_are_left_out(tmp_path: Path) -> None:
             (tmp_path / "b.bin").unlink()  # between the scan and b's turn
 
     store = MemoryStore(trainer_deletes_b)
-    layout = agent_module.Layout("p")
-    seq, uploaded = agent_module.upload(store, layout, str(tmp_path))
+    layout = checkpoint_store.Layout("p")
+    seq, uploaded = checkpoint_store.upload(store, layout, str(tmp_path))
     assert seq == 1 and sorted(uploaded) == ["a.bin", "c.bin"]
     manifest = json.loads(store.objects["p/checkpoints/00000001.manifest.json"])
     assert manifest["files"] == {"a.bin": 5, "c.bin": 5}
@@ -772,7 +778,7 @@ def test_a_file_rewritten_during_its_upload_is_uploaded_again(tmp_path: Path) ->
             os.utime(target, ns=(1, 1))
 
     store = MemoryStore(trainer_rewrites_once)
-    agent_module.upload(store, agent_module.Layout(""), str(tmp_path))
+    checkpoint_store.upload(store, checkpoint_store.Layout(""), str(tmp_path))
     assert store.objects["checkpoints/00000001/model.bin"] == b"new and longer"
     manifest = json.loads(store.objects["checkpoints/00000001.manifest.json"])
     assert manifest["files"] == {"model.bin": 14} and manifest["mtime_ns"] == {"model.bin": 1}
@@ -787,18 +793,18 @@ def test_a_file_that_never_settles_is_not_committed(tmp_path: Path) -> None:
         target.write_bytes(b"x" * next(count))  # a new size each time: mtimes are coarse
 
     store = MemoryStore(trainer_keeps_writing)
-    with pytest.raises(agent_module.FileChanging):
-        agent_module.upload(store, agent_module.Layout(""), str(tmp_path))
+    with pytest.raises(checkpoint_store.FileChanging):
+        checkpoint_store.upload(store, checkpoint_store.Layout(""), str(tmp_path))
     assert "checkpoints/LATEST" not in store.objects
     assert not [k for k in store.objects if k.endswith(".manifest.json")]
 
 
 def test_oss_endpoints_get_virtual_hosted_addressing() -> None:
-    oss = agent_module.client_config("https://oss-cn-hangzhou.aliyuncs.com")
+    oss = store_clients.client_config("https://oss-cn-hangzhou.aliyuncs.com")
     assert oss.s3 == {"addressing_style": "virtual"}
     assert oss.signature_version == "s3"
     assert oss.request_checksum_calculation == "when_required"
-    other = agent_module.client_config("http://127.0.0.1:9000")
+    other = store_clients.client_config("http://127.0.0.1:9000")
     assert not (other.s3 or {}).get("addressing_style")
     assert other.signature_version is None
 
