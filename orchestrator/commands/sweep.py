@@ -67,10 +67,7 @@ def sweep(ctx, cloud, regions, dry_run, as_json) -> None:
         click.echo(f"{'dry run: ' if dry_run else ''}{summary}")
     if report.nothing_swept:
         missing = ", ".join(report.skipped)
-        # The table already gave each cloud's reason a line; JSON gives it under "skipped".
-        why = "each cloud's line above says what to set"
-        if as_json:
-            why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped.items())
+        why = "; ".join(f"{name}: {reason}" for name, reason in report.skipped.items())
         click.echo(
             f"orch: error: nothing was swept: no credentials for {missing} ({why})", err=True
         )
