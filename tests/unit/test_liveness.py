@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.provision import liveness
-from tests.unit.test_box_commands import run, saved_box
+from tests.support import run_cli
+from tests.unit.test_box_commands import saved_box
 
 
 @pytest.fixture
@@ -55,10 +56,10 @@ def test_status_and_list_show_an_abandoned_box(capsys):
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     saved_box("gone1", state="creating", runner={**liveness.this_process("up"), "pid": child.pid})
-    code, out, err = run(capsys, "status", "gone1")
+    code, out, err = run_cli(capsys, "status", "gone1")
     assert code == 0, err
     assert "creating, but the orch that ran it is gone: run `orch down gone1`" in out
-    code, out, _ = run(capsys, "list")
+    code, out, _ = run_cli(capsys, "list")
     assert code == 0 and "creating (orch gone)" in out
-    code, out, _ = run(capsys, "status", "gone1", "--json")
+    code, out, _ = run_cli(capsys, "status", "gone1", "--json")
     assert code == 0 and "is gone" in json.loads(out)["activity"]
