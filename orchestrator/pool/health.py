@@ -4,9 +4,9 @@ A ready box goes when its TTL ends within a lease, when it has no record, when t
 it is gone (the run's own test, run/recovery.py), or when it does not answer over SSH. The
 first three are looked up one box after another in this thread (`first_look`); the SSH probes
 then run at once, one thread each (`probe_all`), so boxes that do not answer cost one probe's
-time per reconcile instead of one each. Cloud calls stay out of the threads: boto3's default
-session is not thread-safe ("it is recommended to create a new Session object for each thread",
-https://boto3.amazonaws.com/v1/documentation/api/latest/guide/session.html#multithreading-or-multiprocessing-with-sessions),
+time per reconcile instead of one each. Cloud calls and the transports' making stay out of the
+threads: boto3's default session is not thread-safe ("it is recommended to create a new Session
+object for each thread", https://boto3.amazonaws.com/v1/documentation/api/latest/guide/session.html#multithreading-or-multiprocessing-with-sessions),
 and a probe is only `ssh BOX true`.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.clouds.base import CloudError
 from orchestrator.errors import OrchError
@@ -23,6 +23,9 @@ from orchestrator.pool import record as pool_record
 from orchestrator.pool.handle import Pool
 from orchestrator.provision.boxes import Box
 from orchestrator.run.recovery import gone
+
+if TYPE_CHECKING:
+    from orchestrator.check.transport import SshTransport
 
 PROBES_AT_ONCE = 8  # ssh processes a reconcile runs together
 PROBE_TIMEOUT_S = 20  # one try; a box that does not answer is tried again for as long
@@ -50,25 +53,22 @@ def first_look(pool: Pool, name: str, entry: dict[str, Any]) -> str | Box:
     return box
 
 
-def probe_all(pool: Pool, boxes: dict[str, Box]) -> dict[str, str]:
-    """Box name -> why it should go, for each of `boxes` that does not answer over SSH."""
-    if not boxes:
+def probe_all(transports: dict[str, SshTransport]) -> dict[str, str]:
+    """Box name -> why it should go, for each box that does not answer over its transport."""
+    if not transports:
         return {}
-    with ThreadPoolExecutor(max_workers=min(PROBES_AT_ONCE, len(boxes))) as workers:
-        answers = workers.map(lambda box: _probe(pool, box), boxes.values())
-        return {name: why for name, why in zip(boxes, answers, strict=True) if why}
+    with ThreadPoolExecutor(max_workers=min(PROBES_AT_ONCE, len(transports))) as workers:
+        answers = workers.map(probe, transports.values())
+        return {name: why for name, why in zip(transports, answers, strict=True) if why}
 
 
-def _probe(pool: Pool, box: Box) -> str | None:
+def probe(transport: SshTransport) -> str | None:
+    """Why the box should go when `true` does not run on it; None when it does."""
     from orchestrator.run.shell import call
 
     try:
         result = call(
-            members.transport(pool, box),
-            "true",
-            what="probe",
-            timeout=PROBE_TIMEOUT_S,
-            retry_s=PROBE_TIMEOUT_S,
+            transport, "true", what="probe", timeout=PROBE_TIMEOUT_S, retry_s=PROBE_TIMEOUT_S
         )
     except OrchError as exc:
         return f"does not answer over SSH ({exc.one_line()})"

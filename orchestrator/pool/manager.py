@@ -322,7 +322,7 @@ def _ready_to_replace(pool: Pool, actions: dict[str, list[str]]) -> dict[str, st
     say, one box at a time, then the SSH probes of the rest, all at once. A box that turns out
     not to be this pool's is dropped here."""
     verdicts: dict[str, str] = {}
-    to_probe: dict[str, Box] = {}
+    to_probe: dict[str, Any] = {}  # box name -> its SshTransport
 
     def look(name: str, entry: dict[str, Any]) -> None:
         found = health.first_look(pool, name, entry)
@@ -331,12 +331,12 @@ def _ready_to_replace(pool: Pool, actions: dict[str, list[str]]) -> dict[str, st
         elif isinstance(found, str):
             verdicts[name] = found
         else:
-            to_probe[name] = found
+            to_probe[name] = members.transport(pool, found)
 
     for name, entry in list(pool.read()["boxes"].items()):
         if entry.get("state") == "ready":
             _isolated(pool, actions, name, look, name, entry)
-    return {**verdicts, **health.probe_all(pool, to_probe)}
+    return {**verdicts, **health.probe_all(to_probe)}
 
 
 def _replace(pool: Pool, name: str, why: str, claimed: dict[str, str]) -> None:
