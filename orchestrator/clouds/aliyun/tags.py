@@ -7,6 +7,7 @@ through the VPC API, RAM ones through the RAM API.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from orchestrator.clouds.aliyun.client import call, ecs_client, vpc_rpc
@@ -21,6 +22,18 @@ def _ecs_tags(item: Any) -> dict[str, str]:
     return {t.tag_key: t.tag_value or "" for t in tags}
 
 
+def _token_pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+    """The body of each page of a NextToken-paged ECS call, from the first (`fetch(token)`
+    asks for one page; the last page has no next_token)."""
+    token: str | None = None
+    while True:
+        body = fetch(token)
+        yield body
+        token = body.next_token
+        if not token:
+            return
+
+
 def list_tagged_instances(region: str, tags: Tags) -> list[TaggedResource]:
     """Instances carrying every given tag; `name` is the instance type, `state` its Status."""
     from alibabacloud_ecs20140526 import models
@@ -29,27 +42,25 @@ def list_tagged_instances(region: str, tags: Tags) -> list[TaggedResource]:
     filters = [
         models.DescribeInstancesRequestTag(key=key, value=value) for key, value in tags.items()
     ]
-    found: list[TaggedResource] = []
-    token: str | None = None
-    while True:
+
+    def page(token: str | None) -> Any:
         request = models.DescribeInstancesRequest(
             region_id=region, tag=filters or None, max_results=100, next_token=token
         )
-        body = call("DescribeInstances", lambda r=request: client.describe_instances(r)).body
-        for item in (body.instances.instance or []) if body.instances else []:
-            found.append(
-                TaggedResource(
-                    "instance",
-                    item.instance_id,
-                    item.instance_type or "",
-                    _ecs_tags(item),
-                    region=region,
-                    state=item.status or "",
-                )
-            )
-        token = body.next_token
-        if not token:
-            return found
+        return call("DescribeInstances", lambda: client.describe_instances(request)).body
+
+    return [
+        TaggedResource(
+            "instance",
+            item.instance_id,
+            item.instance_type or "",
+            _ecs_tags(item),
+            region=region,
+            state=item.status or "",
+        )
+        for body in _token_pages(page)
+        for item in ((body.instances.instance or []) if body.instances else [])
+    ]
 
 
 def list_tagged_security_groups(region: str, tags: Tags) -> list[TaggedResource]:
@@ -59,30 +70,25 @@ def list_tagged_security_groups(region: str, tags: Tags) -> list[TaggedResource]
     filters = [
         models.DescribeSecurityGroupsRequestTag(key=key, value=value) for key, value in tags.items()
     ]
-    found: list[TaggedResource] = []
-    token: str | None = None
-    while True:
+
+    def page(token: str | None) -> Any:
         request = models.DescribeSecurityGroupsRequest(
             region_id=region, tag=filters or None, max_results=100, next_token=token
         )
-        body = call(
-            "DescribeSecurityGroups", lambda r=request: client.describe_security_groups(r)
-        ).body
-        groups = (body.security_groups.security_group if body.security_groups else None) or []
-        for group in groups:
-            found.append(
-                TaggedResource(
-                    "security_group",
-                    group.security_group_id,
-                    group.security_group_name or "",
-                    _ecs_tags(group),
-                    region=region,
-                    vpc_id=group.vpc_id or "",
-                )
-            )
-        token = body.next_token
-        if not token:
-            return found
+        return call("DescribeSecurityGroups", lambda: client.describe_security_groups(request)).body
+
+    return [
+        TaggedResource(
+            "security_group",
+            group.security_group_id,
+            group.security_group_name or "",
+            _ecs_tags(group),
+            region=region,
+            vpc_id=group.vpc_id or "",
+        )
+        for body in _token_pages(page)
+        for group in ((body.security_groups.security_group if body.security_groups else None) or [])
+    ]
 
 
 def list_tagged_key_pairs(region: str, tags: Tags) -> list[TaggedResource]:
