@@ -114,8 +114,21 @@ def start_watch(
     )
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (the SigCgt mask in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
 def stop(process: subprocess.Popen[str]) -> tuple[int, str, str]:
-    """SIGTERM the agent and collect (exit status, stdout, stderr)."""
+    """SIGTERM the agent once it takes the signal (a TERM before its handler is set would kill
+    it, however slow the machine), and collect (exit status, stdout, stderr)."""
+    if process.poll() is None:
+        assert wait_until(lambda: catches_sigterm(process.pid) or process.poll() is not None, 30)
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=30)
@@ -405,16 +418,6 @@ def test_watch_does_not_upload_a_freshly_restored_dir_again(env, s3, bucket, sto
     assert code == 0, err
     assert out == ""
     assert latest(s3, bucket) == "00000001"
-
-
-def catches_sigterm(pid: int) -> bool:
-    """Whether the process has a handler for SIGTERM (the SigCgt mask in /proc/PID/status)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
-    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
 
 
 def test_a_stop_while_watch_is_starting_still_ends_in_the_final_upload(
