@@ -37,6 +37,6 @@ def credentials() -> Credentials:
     except Exception as exc:  # the chain raises CredentialException, or anything its providers do
         first = str(exc).split(":", 1)[0][:120]
         return Credentials(
-            False, problem=f"no Alibaba Cloud credentials found ({first})", hint=HINT
+            False, problem=f"no Alibaba Cloud credentials found: {first}", hint=HINT
         )
     return Credentials(True, source="default chain")
