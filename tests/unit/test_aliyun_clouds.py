@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.sim.aliyun.server import RunningEmulator
-from tests.support import require_module
+from tests.support import ALIYUN_PUBLIC_KEY, require_module
 
 require_module("alibabacloud_ecs20140526")
 
@@ -112,6 +112,17 @@ def test_list_tagged_instances_reads_every_page(sim):
     assert sorted(i.id for i in found) == sorted(mine)
     boxes = aliyun.list_tagged_instances(REGION, {"orch:box": None})
     assert len(boxes) == 5 and all(i.tags["orch:box"] == "b" for i in boxes)
+
+
+def test_list_tagged_key_pairs_reads_every_page(sim):
+    """DescribeKeyPairs pages by number (50 a page): 120 pairs take three pages."""
+    mine = {f"orch-kp-{n:03d}" for n in range(120)}
+    for name in mine:
+        sim.backend.import_key_pair(REGION, name, ALIYUN_PUBLIC_KEY, {"orch:owner": "me"})
+    sim.backend.import_key_pair(REGION, "other-kp", ALIYUN_PUBLIC_KEY, {"orch:owner": "you"})
+    found = aliyun.list_tagged_key_pairs(REGION, {"orch:owner": "me"})
+    assert sorted(k.id for k in found) == sorted(mine)
+    assert all(k.kind == "key_pair" and k.tags == {"orch:owner": "me"} for k in found)
 
 
 def test_release_instance_is_idempotent(sim):

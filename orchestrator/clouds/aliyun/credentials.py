@@ -36,7 +36,5 @@ def credentials() -> Credentials:
         Client().get_credential()
     except Exception as exc:  # the chain raises CredentialException, or anything its providers do
         first = str(exc).split(":", 1)[0][:120]
-        return Credentials(
-            False, problem=f"no Alibaba Cloud credentials found: {first}", hint=HINT
-        )
+        return Credentials(False, problem=f"no Alibaba Cloud credentials found: {first}", hint=HINT)
     return Credentials(True, source="default chain")

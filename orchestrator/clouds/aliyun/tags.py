@@ -15,6 +15,7 @@ from orchestrator.clouds.base import BOX_TAG
 from orchestrator.clouds.values import TaggedResource
 
 Tags = dict[str, str | None]
+PAGE_SIZE = 50  # PageNumber-paged calls: DescribeKeyPairs, and the VPC API's listings
 
 
 def _ecs_tags(item: Any) -> dict[str, str]:
@@ -32,6 +33,18 @@ def _token_pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
         token = body.next_token
         if not token:
             return
+
+
+def _numbered_pages(fetch: Callable[[int], tuple[list[Any], int]]) -> Iterator[Any]:
+    """Every item of a PageNumber/PageSize-paged call, page 1 first (`fetch(n)` returns page
+    n's items and the TotalCount); a short page or the total ends it."""
+    number = 1
+    while True:
+        items, total = fetch(number)
+        yield from items
+        if len(items) < PAGE_SIZE or number * PAGE_SIZE >= total:
+            return
+        number += 1
 
 
 def list_tagged_instances(region: str, tags: Tags) -> list[TaggedResource]:
@@ -99,23 +112,19 @@ def list_tagged_key_pairs(region: str, tags: Tags) -> list[TaggedResource]:
     filters = [
         models.DescribeKeyPairsRequestTag(key=key, value=value) for key, value in tags.items()
     ]
-    found: list[TaggedResource] = []
-    page = 1
-    while True:
+
+    def page(number: int) -> tuple[list[Any], int]:
         request = models.DescribeKeyPairsRequest(
-            region_id=region, tag=filters or None, page_number=page, page_size=50
+            region_id=region, tag=filters or None, page_number=number, page_size=PAGE_SIZE
         )
-        body = call("DescribeKeyPairs", lambda r=request: client.describe_key_pairs(r)).body
+        body = call("DescribeKeyPairs", lambda: client.describe_key_pairs(request)).body
         pairs = (body.key_pairs.key_pair if body.key_pairs else None) or []
-        for pair in pairs:
-            found.append(
-                TaggedResource(
-                    "key_pair", pair.key_pair_name, pair.key_pair_name, _ecs_tags(pair), region
-                )
-            )
-        if len(pairs) < 50 or page * 50 >= int(body.total_count or 0):
-            return found
-        page += 1
+        return pairs, int(body.total_count or 0)
+
+    return [
+        TaggedResource("key_pair", pair.key_pair_name, pair.key_pair_name, _ecs_tags(pair), region)
+        for pair in _numbered_pages(page)
+    ]
 
 
 def _vpc_tag_query(tags: Tags) -> dict[str, str]:
@@ -135,15 +144,12 @@ def _vpc_tags(raw: Any) -> dict[str, str]:
 def _list_vpc_api(
     region: str, action: str, tags: Tags, wrapper: str, item: str
 ) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    page = 1
-    while True:
-        body = vpc_rpc(region, action, {**_vpc_tag_query(tags), "PageNumber": page, "PageSize": 50})
-        items = ((body.get(wrapper) or {}).get(item)) or []
-        found += items
-        if len(items) < 50 or page * 50 >= int(body.get("TotalCount") or 0):
-            return found
-        page += 1
+    def page(number: int) -> tuple[list[Any], int]:
+        query = {**_vpc_tag_query(tags), "PageNumber": number, "PageSize": PAGE_SIZE}
+        body = vpc_rpc(region, action, query)
+        return ((body.get(wrapper) or {}).get(item)) or [], int(body.get("TotalCount") or 0)
+
+    return list(_numbered_pages(page))
 
 
 def list_tagged_vpcs(region: str, tags: Tags) -> list[TaggedResource]:
