@@ -41,7 +41,7 @@ try:  # on the box: its siblings lie next to this file (the script's folder is o
     from agent_log import say, warn
     from checkpoint_store import BadCheckpoint, FileChanging, Layout, restore, seq_name, upload
     from cloud_metadata import cloud_specs
-    from store_clients import NoClient, StoreError, open_store, parse_store
+    from store_clients import DEFAULT_CLOUD, NoClient, StoreError, open_store, parse_store
     from watcher import Watcher, request_stop
 except ImportError:  # imported as orchestrator.boxside.agent (orch's own tests)
     from orchestrator.boxside.agent_log import say, warn
@@ -54,7 +54,13 @@ except ImportError:  # imported as orchestrator.boxside.agent (orch's own tests)
         upload,
     )
     from orchestrator.boxside.cloud_metadata import cloud_specs
-    from orchestrator.boxside.store_clients import NoClient, StoreError, open_store, parse_store
+    from orchestrator.boxside.store_clients import (
+        DEFAULT_CLOUD,
+        NoClient,
+        StoreError,
+        open_store,
+        parse_store,
+    )
     from orchestrator.boxside.watcher import Watcher, request_stop
 
 
@@ -108,7 +114,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         command.add_argument("--dir", required=True)
         command.add_argument("--store", required=True, help="s3://BUCKET/PREFIX")
         # Which metadata service holds the box's credentials (and, for watch, its notices).
-        command.add_argument("--cloud", choices=sorted(cloud_specs()), default="aws")
+        command.add_argument("--cloud", choices=sorted(cloud_specs()), default=DEFAULT_CLOUD)
     watch = commands.choices["watch"]
     watch.add_argument("--interval", type=positive, required=True)
     watch.add_argument("--state-dir", required=True)

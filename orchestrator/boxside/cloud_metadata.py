@@ -34,7 +34,9 @@ def cloud_specs() -> dict:
 
 def cloud_spec(cloud: str) -> dict:
     """One cloud's metadata entry: "base", "ttl_header", "token_header", "notice_path",
-    "credentials_path", "credential_keys", "region_path" (and "rebalance_path" on AWS)."""
+    "notice_body" ("json": {"action", "time"}; "time": the reclaim time), "credentials_path",
+    "credential_keys", "region_path"; optional "rebalance_path" and "sdk_finds_role" (boto3's
+    own chain reads the role)."""
     return cloud_specs()[cloud]
 
 
@@ -42,7 +44,6 @@ class Metadata:
     """One cloud's instance metadata service, asked for a spot interruption notice."""
 
     def __init__(self, cloud: str, base: str | None = None) -> None:
-        self.cloud = cloud
         self.spec = cloud_spec(cloud)
         self.session = box_s3.MetadataSession(self.spec, base)
         self.last_error = ""
@@ -74,7 +75,7 @@ class Metadata:
 
     def parse(self, body: bytes) -> dict:
         text = body.decode("utf-8", "replace").strip()
-        if self.cloud == "aliyun":  # the body is the reclaim time; ECS releases the instance
+        if self.spec.get("notice_body") == "time":  # the reclaim time: the instance goes
             return {"action": "terminate", "time": text}
         try:
             notice = json.loads(text)

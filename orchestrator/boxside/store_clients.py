@@ -29,6 +29,8 @@ except ImportError:  # imported as orchestrator.boxside.store_clients (orch's ow
     from orchestrator.boxside.agent_log import one_line
     from orchestrator.boxside.cloud_metadata import cloud_spec
 
+# The cloud whose metadata service holds the box's credentials when `--cloud` names none.
+DEFAULT_CLOUD = "aws"
 # One run of the aws CLI for a small object (a pointer, a manifest, a listing, a delete).
 CLI_SMALL_TIMEOUT_S = 300
 
@@ -288,7 +290,7 @@ class CliStore:
 S3_CLIENTS = ("builtin", "boto3", "cli")
 
 
-def open_store(bucket: str, cloud: str = "aws"):  # noqa: ANN201 - an S3Store, Boto3Store or CliStore
+def open_store(bucket: str, cloud: str):  # noqa: ANN201 - an S3Store, Boto3Store or CliStore
     """The built-in client (box_s3) by default; boto3, else the aws CLI, for OSS endpoints
     (whose S3-compatible SigV4 mode is off unless Alibaba enables it for the account) or when
     ORCH_AGENT_S3_CLIENT asks for them."""
@@ -306,7 +308,8 @@ def open_store(bucket: str, cloud: str = "aws"):  # noqa: ANN201 - an S3Store, B
             choice = "cli"
         else:
             # boto3 finds an EC2 instance profile by itself; an ECS RAM role it needs shown.
-            return Boto3Store(bucket, cloud_spec(cloud) if cloud == "aliyun" else None)
+            spec = cloud_spec(cloud)
+            return Boto3Store(bucket, None if spec.get("sdk_finds_role") else spec)
     aws = shutil.which("aws")
     if aws is None:
         raise NoClient(

@@ -124,14 +124,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_at_most_two_files_outside_clouds_name_a_cloud():
-    # The box-side checkpoint agent counts once: one program, shipped as several modules.
-    boxside = PACKAGE / "boxside"
     naming = sorted(
-        {
-            str((boxside if p.is_relative_to(boxside) else p).relative_to(REPO))
-            for p in PACKAGE.rglob("*.py")
-            if not p.is_relative_to(PACKAGE / "clouds") and CLOUD_NAME.search(p.read_text())
-        }
+        str(p.relative_to(REPO))
+        for p in PACKAGE.rglob("*.py")
+        if not p.is_relative_to(PACKAGE / "clouds") and CLOUD_NAME.search(p.read_text())
     )
     assert len(naming) <= MAX_FILES_NAMING_A_CLOUD, naming
 

@@ -9,10 +9,11 @@ role's STS credentials and the region. Standard library only: JSON-serialisable 
   and goes in X-aliyun-ecs-metadata-token.
   https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata
 - Spot notice: GET /latest/meta-data/instance/spot/termination-time: 404 while the instance is
-  not being reclaimed, 200 with a UTC time ("2015-01-05T18:02:00Z") once it is. Alibaba Cloud
-  has no rebalance recommendation.
+  not being reclaimed, 200 with a UTC time ("2015-01-05T18:02:00Z") once it is
+  (`notice_body`: "time"). Alibaba Cloud has no rebalance recommendation.
   https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances
 - The instance RAM role's STS credentials: /latest/meta-data/ram/security-credentials/ROLE.
+  boto3 does not know this service, so the agent hands boto3 a provider for them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ BOX_METADATA: dict[str, object] = {
     "ttl_header": "X-aliyun-ecs-metadata-token-ttl-seconds",
     "token_header": "X-aliyun-ecs-metadata-token",
     "notice_path": "/latest/meta-data/instance/spot/termination-time",
+    "notice_body": "time",  # the body is the reclaim time; ECS releases the instance
     "credentials_path": "/latest/meta-data/ram/security-credentials/",
     "credential_keys": ["AccessKeyId", "AccessKeySecret", "SecurityToken"],
     "region_path": "/latest/meta-data/region-id",

@@ -8,7 +8,7 @@ profile's role credentials and the region. Standard library only: JSON-serialisa
   with X-aws-ec2-metadata-token; 401 when the token is missing, invalid or expired.
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html
 - Spot notice: GET /latest/meta-data/spot/instance-action: 404 without a notice, 200
-  {"action": "terminate"|"stop"|"hibernate", "time": "...Z"} with one.
+  {"action": "terminate"|"stop"|"hibernate", "time": "...Z"} with one (`notice_body`: "json").
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
 - Rebalance recommendation: GET /latest/meta-data/events/recommendations/rebalance: 404 until
   EC2 sees the spot instance at elevated risk of interruption, then 200 {"noticeTime": "...Z"};
@@ -25,8 +25,11 @@ BOX_METADATA: dict[str, object] = {
     "ttl_header": "X-aws-ec2-metadata-token-ttl-seconds",
     "token_header": "X-aws-ec2-metadata-token",
     "notice_path": "/latest/meta-data/spot/instance-action",
+    "notice_body": "json",  # {"action", "time"}
     "rebalance_path": "/latest/meta-data/events/recommendations/rebalance",
     "credentials_path": "/latest/meta-data/iam/security-credentials/",
     "credential_keys": ["AccessKeyId", "SecretAccessKey", "Token"],
     "region_path": "/latest/meta-data/placement/region",
+    # boto3's own credential chain reads the instance profile through IMDS: no provider needed.
+    "sdk_finds_role": True,
 }
