@@ -138,10 +138,7 @@ class Watcher:
             "error": self.last_error,
             "at": utc_now(),
         }
-        try:
-            write_json(os.path.join(self.state_dir, "agent.json"), record)
-        except OSError as exc:
-            warn(f"cannot write agent.json: {exc}")
+        self.write_state("agent.json", record)
 
     def poll_notice(self) -> bool:
         """Ask for a spot interruption notice; True when one has just appeared."""
@@ -150,13 +147,17 @@ class Watcher:
             return False
         self.notice = notice
         record = dict(notice, cloud=self.cloud, seen_at=utc_now())
-        try:
-            write_json(os.path.join(self.state_dir, "interruption.json"), record)
-        except OSError as exc:
-            warn(f"cannot write interruption.json: {exc}")
+        self.write_state("interruption.json", record)
         when = notice["time"] or "an unknown time"
         say(f"spot interruption notice ({self.cloud}: {notice['action']} at {when}); uploading now")
         return True
+
+    def write_state(self, name: str, value: dict) -> None:
+        """Write STATEDIR/NAME; a failure is a warning only (the uploads matter more)."""
+        try:
+            write_json(os.path.join(self.state_dir, name), value)
+        except OSError as exc:
+            warn(f"cannot write {name}: {exc}")
 
     def poll_rebalance(self) -> bool:
         """Ask for a rebalance recommendation; True when one has just appeared."""
@@ -167,10 +168,7 @@ class Watcher:
             return False
         self.rebalance = when
         record = {"cloud": self.cloud, "notice_time": when, "seen_at": utc_now()}
-        try:
-            write_json(os.path.join(self.state_dir, "rebalance.json"), record)
-        except OSError as exc:
-            warn(f"cannot write rebalance.json: {exc}")
+        self.write_state("rebalance.json", record)
         say(f"rebalance recommendation ({self.cloud}, {when or 'no time given'}); uploading now")
         return True
 
@@ -191,9 +189,6 @@ class Watcher:
         seq, uploaded = result
         self.signature, self.last_seq = uploaded, seq
         record = {"seq": seq, "files": len(uploaded), "at": utc_now()}
-        try:
-            write_json(os.path.join(self.state_dir, "last_upload.json"), record)
-        except OSError as exc:
-            warn(f"cannot write last_upload.json: {exc}")
+        self.write_state("last_upload.json", record)
         say(f"uploaded {len(uploaded)} files (checkpoint {seq_name(seq)})")
         return True
