@@ -31,11 +31,12 @@ PROBES_AT_ONCE = 8  # ssh processes a reconcile runs together
 PROBE_TIMEOUT_S = 20  # one try; a box that does not answer is tried again for as long
 
 
-def first_look(pool: Pool, name: str, entry: dict[str, Any]) -> str | Box:
-    """Why the box should go, as found without reaching it; else its Box, to probe."""
+def first_look(pool: Pool, name: str, data: dict[str, Any]) -> str | Box:
+    """Why the box should go, as found without reaching it; else its Box, to probe. `data`
+    is the pool's record as read once for the whole reconcile step."""
     from orchestrator import clouds
 
-    data = pool.read()
+    entry = data["boxes"][name]
     until = pool_record.usable_until(entry)
     if until is not None and until <= pool_record.now() + timedelta(seconds=data["lease_ttl_s"]):
         return f"expires at {pool_record.iso(until)}, within a lease"

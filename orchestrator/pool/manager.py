@@ -323,9 +323,10 @@ def _ready_to_replace(pool: Pool, actions: dict[str, list[str]]) -> dict[str, st
     not to be this pool's is dropped here."""
     verdicts: dict[str, str] = {}
     to_probe: dict[str, Any] = {}  # box name -> its SshTransport
+    data = pool.read()  # one read for every box's first look, not one each
 
-    def look(name: str, entry: dict[str, Any]) -> None:
-        found = health.first_look(pool, name, entry)
+    def look(name: str) -> None:
+        found = health.first_look(pool, name, data)
         if name in pool.foreign:
             members.drop(pool, name)
         elif isinstance(found, str):
@@ -333,9 +334,9 @@ def _ready_to_replace(pool: Pool, actions: dict[str, list[str]]) -> dict[str, st
         else:
             to_probe[name] = members.transport(pool, found)
 
-    for name, entry in list(pool.read()["boxes"].items()):
+    for name, entry in list(data["boxes"].items()):
         if entry.get("state") == "ready":
-            _isolated(pool, actions, name, look, name, entry)
+            _isolated(pool, actions, name, look, name)
     return {**verdicts, **health.probe_all(to_probe)}
 
 
