@@ -123,8 +123,8 @@ SHAPE_OPTIONS = (
         ("--cuda-context-gib",),
         "cuda_context_gib",
         metavar="GIB|box:NAME",
-        help="CUDA context per GPU (default 0.5: CUDA 12, lazy loading); box:NAME reads the "
-        "driver that box's last `orch check` recorded.",
+        help="CUDA context per GPU (default: the stack's measured figure, 0.75 for eager and "
+        "optimised); box:NAME reads the driver that box's last `orch check` recorded.",
     ),
 )
 

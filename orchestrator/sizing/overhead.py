@@ -28,7 +28,7 @@ GIB = 1024**3
 #   287 MB lazy vs 667 MB eager for a small tensor; "around 400MB if CUDA >= 11.7 is used and
 #   lazy module loading enabled", https://github.com/pytorch/pytorch/issues/109888 ,
 #   2023-09-23; "~300MB", https://github.com/pytorch/pytorch/issues/107667 , 2023-08-28).
-#   cuBLAS/cuDNN kernels and workspaces loaded during the first steps add ~100 MB: 0.5 GiB.
+#   That is the bare context; a training process loads more (below).
 # - Eager loading (a driver older than R515, or a CUDA < 11.7 build): every kernel is loaded
 #   at start-up. Measured 1343 MB on a V100 with driver 460.91 / CUDA 11.2 (transformers
 #   docs, model_memory_anatomy.md, 2022-01-11): 1.3 GiB.
