@@ -10,7 +10,10 @@ cluster's shape in its environment (issue 24). Pure functions: argv and environm
 A CMD that starts with a Python interpreter (`python train.py ...`, `python3 -m pkg ...`) runs
 as `PYTHON -m torch.distributed.run OPTIONS train.py ...`, so the interpreter the user named
 (a virtual environment's) is the one torch comes from; any other CMD runs as
-`torchrun OPTIONS --no-python CMD...`. The options follow torchrun's documentation
+`torchrun OPTIONS --no-python CMD...`. A Python CMD that gives the interpreter options of its
+own (`python -u train.py`: torchrun's parser takes no `-u`, and its workers start as `python -u
+SCRIPT` without the others) runs as `PYTHON -m torch.distributed.run OPTIONS --no-python
+CMD...`: each worker runs CMD as written. The options follow torchrun's documentation
 (https://docs.pytorch.org/docs/stable/elastic/run.html).
 
 The rendezvous is torchrun's `static` one, hosted by rank 0 (a TCPStore at rank 0's private
@@ -150,17 +153,44 @@ def node_command(command: list[str], topology: Topology, rank: int, launcher: st
     if launcher != "torchrun":
         raise UsageError(f"--launcher {launcher!r}: expected torchrun or none")
     first = PurePosixPath(command[0]).name if command else ""
-    if first in ("torchrun", "accelerate", "deepspeed") or "torch.distributed.run" in command[:3]:
+    python = bool(_PYTHON.fullmatch(first))
+    if first in ("torchrun", "accelerate", "deepspeed") or (
+        python and _module_of(command) == "torch.distributed.run"
+    ):
         raise UsageError(
             f"CMD starts its own launcher ({first or command[:3]}): give --launcher none, and"
             " orch exports ORCH_NODE_RANK, MASTER_ADDR, ... for it"
         )
     options = torchrun_options(topology, rank)
-    if _PYTHON.fullmatch(first):
-        if len(command) < 2:
-            raise UsageError("CMD is a Python interpreter without a script or -m MODULE")
-        return [command[0], "-m", "torch.distributed.run", *options, *command[1:]]
-    return ["torchrun", *options, "--no-python", *command]
+    if not python:
+        return ["torchrun", *options, "--no-python", *command]
+    if len(command) < 2:
+        raise UsageError("CMD is a Python interpreter without a script or -m MODULE")
+    launch = [command[0], "-m", "torch.distributed.run", *options]
+    if command[1] != "-m" and command[1].startswith("-"):
+        # The interpreter's own options (`python -u train.py`): torchrun's parser knows none
+        # of them ("unrecognized arguments: -u") and starts its workers as `python -u SCRIPT`,
+        # so each worker runs CMD itself, as written (torchrun --no-python).
+        return [*launch, "--no-python", *command]
+    return [*launch, *command[1:]]
+
+
+# The interpreter's options that take the next argument as their value (python(1): "-W arg",
+# "-X option", "--check-hash-based-pycs mode"); `-c`, `-m`, `-` and a script end its options.
+_PYTHON_VALUE_OPTIONS = ("-W", "-X", "--check-hash-based-pycs")
+
+
+def _module_of(command: list[str]) -> str | None:
+    """The module a Python command runs with `-m` after the interpreter's options, if any."""
+    index = 1
+    while index < len(command) and command[index].startswith("-"):
+        arg = command[index]
+        if arg == "-m":
+            return command[index + 1] if index + 1 < len(command) else None
+        if arg in ("-", "-c", "--"):
+            return None
+        index += 2 if arg in _PYTHON_VALUE_OPTIONS else 1
+    return None
 
 
 def reserved_env_clash(env: dict[str, str], topology: Topology, launcher: str) -> str | None:

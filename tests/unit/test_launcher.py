@@ -56,6 +56,36 @@ def test_torchrun_argv_per_rank_with_the_python_the_user_named():
     assert 29400 <= TWO.rdzv_port < 29500 <= TWO.master_port < 29600
 
 
+def test_interpreter_options_reach_every_worker_as_written():
+    """`python -u train.py`: torchrun's parser knows no -u ("unrecognized arguments: -u"), so
+    a command with the interpreter's own options runs under `--no-python` as written, still
+    launched by the interpreter the user named."""
+    for command in (
+        ["python", "-u", "train.py", "--lr", "1e-4"],
+        ["/opt/venv/bin/python3", "-X", "faulthandler", "-W", "ignore", "-m", "pkg.train"],
+        ["python3", "-OO", "-c", "import train"],
+    ):
+        argv = node_command(command, TWO, 1, "torchrun")
+        assert argv[:3] == [command[0], "-m", "torch.distributed.run"]
+        assert argv[-len(command) - 1 :] == ["--no-python", *command]
+        assert option(argv, "node-rank") == "1"
+    with pytest.raises(UsageError, match="--launcher none"):
+        node_command(["python", "-u", "-m", "torch.distributed.run", "t.py"], TWO, 0, "torchrun")
+
+
+def test_torchrun_s_own_parser_takes_the_argv():
+    run = pytest.importorskip("torch.distributed.run")
+    parse = run.get_args_parser().parse_args
+    args = parse(node_command(["python", "-u", "train.py", "-v"], TWO, 0, "torchrun")[3:])
+    assert (args.no_python, args.training_script, args.training_script_args) == (
+        True,
+        "python",
+        ["-u", "train.py", "-v"],
+    )
+    args = parse(node_command(["python", "-m", "pkg", "-u"], TWO, 0, "torchrun")[3:])
+    assert (args.module, args.training_script, args.training_script_args) == (True, "pkg", ["-u"])
+
+
 def test_a_command_that_is_not_python_runs_under_torchrun_no_python():
     argv = node_command(["./train.sh", "a b"], TWO, 1, "torchrun")
     assert argv[0] == "torchrun" and argv[-3:] == ["--no-python", "./train.sh", "a b"]
