@@ -349,10 +349,15 @@ def _checkpoint(outcome: dict[str, Any]) -> str:
 
 
 def _print_report(report: Any, as_json: bool, detached: bool) -> None:
+    from orchestrator.check.untrusted import printable
+
     data = report.to_dict()
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
+    # Errors and reasons may quote the box (a script's last line, rsync's): escaped, as
+    # cli.py escapes every other command's error line.
+    error = printable(report.error, limit=None) if report.error else None
     if detached and report.exit_code == 0:
         click.echo(
             f"orch: run {report.run_id} is running on box {report.box}: `orch logs {report.box} "
@@ -362,9 +367,9 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
         )
         return
     attempts = report.attempts
-    if report.error and not any(a.job_started for a in attempts):
+    if error and not any(a.job_started for a in attempts):
         # The job never ran (bad input, no box): the error is the whole story.
-        click.echo(f"orch: error: {report.error}", err=True)
+        click.echo(f"orch: error: {error}", err=True)
         return
     head = (
         f"orch: run {report.run_id} on box {report.box}: exit {report.exit_code}; "
@@ -379,7 +384,7 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
     for attempt in attempts:
         span = None if attempt.ended is None else attempt.ended - attempt.started
         where = attempt.zone or attempt.region
-        reason = f" ({attempt.reason})" if attempt.reason else ""
+        reason = f" ({printable(attempt.reason, limit=None)})" if attempt.reason else ""
         saved = f"  {_checkpoint(attempt.checkpoint)}" if attempt.checkpoint else ""
         click.echo(
             f"  {attempt.number}  {attempt.instance_type:<14} {attempt.market:<9} {where:<16}"
@@ -393,5 +398,5 @@ def _print_report(report: Any, as_json: bool, detached: bool) -> None:
     if report.node_logs:
         folder = Path(report.node_logs[0]).parent.parent  # $ORCH_HOME/runs/RUN_ID
         click.echo(f"  node logs ({len(report.node_logs)}) in {folder}", err=True)
-    if report.error:
-        click.echo(f"orch: error: {report.error}", err=True)
+    if error:
+        click.echo(f"orch: error: {error}", err=True)

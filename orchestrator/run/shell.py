@@ -17,6 +17,7 @@ from orchestrator.check.transport import (
     sleep_until,
     transport_for_box,
 )
+from orchestrator.check.untrusted import printable
 from orchestrator.clouds.values import CommandResult
 from orchestrator.errors import OrchError
 from orchestrator.provision.boxes import Box
@@ -66,10 +67,11 @@ def call_ok(
     retry_s: float = 120,
     gone: Gone | None = None,
 ) -> str:
-    """`call`, and a non-zero exit is an OrchError naming `what` and the box's last line."""
+    """`call`, and a non-zero exit is an OrchError naming `what` and the box's last line
+    (escaped: it reaches the terminal in orch's own error line)."""
     result = call(transport, script, what=what, timeout=timeout, retry_s=retry_s, gone=gone)
     if result.exit_code != 0:
-        last = (result.stderr.strip().splitlines() or ["no message"])[-1][:300]
+        last = printable((result.stderr.strip().splitlines() or ["no message"])[-1], 300)
         raise OrchError(f"{what} failed on the box (exit {result.exit_code}): {last}")
     return result.stdout
 

@@ -58,8 +58,9 @@ def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
 
 
 def _last_line(text: str) -> str:
+    """rsync's last line, escaped: the box's shell and rsync write into it."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:300] if lines else "no message"
+    return printable(lines[-1], 300) if lines else "no message"
 
 
 def push(

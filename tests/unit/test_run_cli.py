@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Plan
 from orchestrator.provision import inputs, launch, steps
 from orchestrator.run import recovery, session, shell
@@ -240,3 +240,75 @@ def test_the_report_carries_each_attempt_s_checkpoint_outcome():
 )
 def test_job_command_durations_are_bounded(home, capsys, argv):
     refused(capsys, *argv, words=("--timeout",))
+
+
+class _SaysOnStderr:
+    """A box whose scripts fail with `stderr` (the box writes every byte of it)."""
+
+    host = "203.0.113.9"
+
+    def __init__(self, stderr: str, code: int = 1) -> None:
+        self.stderr, self.code = stderr, code
+
+    def run(self, script: str, timeout: float, on_stdin: bool = False) -> Any:
+        from orchestrator.check.transport import CommandResult
+
+        return CommandResult(self.code, "", self.stderr)
+
+    def argv(self, script: str) -> list[str]:
+        return ["ssh", "-l", "ubuntu", "--", self.host, script]
+
+
+HOSTILE = "fine\n\x1b]0;owned\x07\x1b[2J\x1b[Horch: run done: exit 0\x9b\u202e"
+
+
+def _plain(text: str) -> bool:
+    from orchestrator.check.untrusted import _unsafe
+
+    return not any(_unsafe(c) for c in text)
+
+
+def test_a_failed_box_script_s_message_carries_no_terminal_controls():
+    with pytest.raises(OrchError) as failed:
+        shell.call_ok(_SaysOnStderr(HOSTILE), "true", what="preparing the run")  # type: ignore[arg-type]
+    message = failed.value.one_line()
+    assert message.startswith("preparing the run failed on the box (exit 1): ")
+    assert _plain(message) and "\\x1b]0;owned\\x07" in message
+
+
+def test_rsync_s_last_line_from_the_box_carries_no_terminal_controls(monkeypatch, tmp_path):
+    import subprocess
+
+    from orchestrator.run import sync
+
+    def rsync(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 12, "", HOSTILE)
+
+    monkeypatch.setattr(sync, "_run", rsync)
+    monkeypatch.setattr(sync, "_rsync", lambda: "rsync")
+    with pytest.raises(OrchError) as failed:
+        sync.pull_file(_SaysOnStderr(""), "/home/u/x", tmp_path / "x")  # type: ignore[arg-type]
+    assert _plain(failed.value.one_line()) and "\\x1b[2J" in failed.value.one_line()
+    said: list[str] = []
+    monkeypatch.setattr(sync, "_say_unsafe", lambda *args: None)
+    monkeypatch.setattr(
+        sync, "_run", lambda argv, what: subprocess.CompletedProcess(argv, 23, "", HOSTILE)
+    )
+    sync.pull(_SaysOnStderr(""), "/home/u/w", ["outputs"], tmp_path, said.append)  # type: ignore[arg-type]
+    assert said and all(_plain(line) for line in said)
+
+
+def test_the_run_report_shows_box_text_escaped(capsys):
+    from orchestrator.commands.run import _print_report
+
+    attempt = session.Attempt(1, "aws", "us-east-1", "g5.xlarge", "spot", "", 1.0, 0.0)
+    attempt.job_started, attempt.ended, attempt.outcome = 1.0, 2.0, "failed"
+    attempt.reason = "stopping the job: " + HOSTILE
+    report = session.RunReport("r-20261203-101500-a1b2c3", "b", 1, attempts=[attempt])
+    report.error = "starting the job failed on the box (exit 1): " + HOSTILE
+    _print_report(report, as_json=False, detached=False)
+    shown = capsys.readouterr().err
+    assert _plain(shown.replace("\n", "")) and "\\x1b]0;owned" in shown
+    attempt.job_started = None
+    _print_report(report, as_json=False, detached=False)  # the job never ran: the error alone
+    assert _plain(capsys.readouterr().err.replace("\n", ""))
