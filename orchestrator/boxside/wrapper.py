@@ -13,31 +13,34 @@ from __future__ import annotations
 JOB_SH = r"""#!/bin/bash
 # orch run: the job's wrapper on the box (orchestrator/boxside/wrapper.py, written by orch).
 set -u
-run_dir=$1
+# The wrapper's own variables start with _orch_, a prefix no --env name may have (run/spec.py):
+# the env file is sourced here, and a job's `run_dir` or `child` must change neither side.
+_orch_dir=$1
 if [ -n "${ORCH_PATH:-}" ]; then export PATH="$ORCH_PATH"; fi
 unset ORCH_PATH
 # The job's environment values: read, then deleted before the pid tells orch the job runs.
-if [ -f "$run_dir/env" ]; then . "$run_dir/env"; rm -f "$run_dir/env"; fi
-echo "$$" > "$run_dir/pid.tmp" && mv -f "$run_dir/pid.tmp" "$run_dir/pid"
-child=""
-agent=""
+if [ -f "$_orch_dir/env" ]; then . "$_orch_dir/env"; rm -f "$_orch_dir/env"; fi
+echo "$$" > "$_orch_dir/pid.tmp" && mv -f "$_orch_dir/pid.tmp" "$_orch_dir/pid"
+_orch_child=""
+_orch_agent=""
 finish() {
-  rm -f "$run_dir/env"
-  if [ -n "$agent" ]; then
-    kill -TERM "$agent" 2>/dev/null
-    wait "$agent"
+  rm -f "$_orch_dir/env"
+  if [ -n "$_orch_agent" ]; then
+    kill -TERM "$_orch_agent" 2>/dev/null
+    wait "$_orch_agent"
     # A trapped signal ends `wait` early (status > 128): wait for the agent's own status.
-    agent_rc=$?
-    while kill -0 "$agent" 2>/dev/null; do wait "$agent"; agent_rc=$?; done
-    echo "$agent_rc" > "$run_dir/agent.exit"
+    _orch_agent_rc=$?
+    while kill -0 "$_orch_agent" 2>/dev/null; do wait "$_orch_agent"; _orch_agent_rc=$?; done
+    echo "$_orch_agent_rc" > "$_orch_dir/agent.exit"
   fi
   # Into the space prepare reserved (exit.reserve: newlines), in place: a full disk cannot
   # refuse it. Without the reserve (an older prepare), a new file as before.
-  if [ -f "$run_dir/exit.reserve" ] \
-    && printf '%s %s\n' "$1" "$2" 1<> "$run_dir/exit.reserve" \
-    && mv -f "$run_dir/exit.reserve" "$run_dir/exit"; then :
+  if [ -f "$_orch_dir/exit.reserve" ] \
+    && printf '%s %s\n' "$1" "$2" 1<> "$_orch_dir/exit.reserve" \
+    && mv -f "$_orch_dir/exit.reserve" "$_orch_dir/exit"; then :
   else
-    printf '%s %s\n' "$1" "$2" > "$run_dir/exit.tmp" && mv -f "$run_dir/exit.tmp" "$run_dir/exit"
+    printf '%s %s\n' "$1" "$2" > "$_orch_dir/exit.tmp" \
+      && mv -f "$_orch_dir/exit.tmp" "$_orch_dir/exit"
   fi
   exit 0
 }
@@ -47,35 +50,35 @@ finish() {
 trap ':' TERM INT HUP
 step() {
   bash "$1" </dev/null &
-  child=$!
-  wait "$child"
-  rc=$?
+  _orch_child=$!
+  wait "$_orch_child"
+  _orch_rc=$?
   # A trapped signal ends `wait` early (status > 128): wait again for the step's own status.
-  while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
-  child=""
-  return "$rc"
+  while kill -0 "$_orch_child" 2>/dev/null; do wait "$_orch_child"; _orch_rc=$?; done
+  _orch_child=""
+  return "$_orch_rc"
 }
 cd "$ORCH_WORKDIR" || finish 126 workdir
-if [ -f "$run_dir/setup.sh" ]; then
-  step "$run_dir/setup.sh"
-  rc=$?
-  if [ "$rc" -ne 0 ]; then finish "$rc" setup; fi
+if [ -f "$_orch_dir/setup.sh" ]; then
+  step "$_orch_dir/setup.sh"
+  _orch_rc=$?
+  if [ "$_orch_rc" -ne 0 ]; then finish "$_orch_rc" setup; fi
 fi
 export ORCH_RESUMED=0
 if [ -n "${ORCH_STORE:-}" ]; then
   mkdir -p "$ORCH_CHECKPOINT_DIR"
-  restored=$(python3 "$run_dir/agent.py" restore --dir "$ORCH_CHECKPOINT_DIR" \
+  _orch_restored=$(python3 "$_orch_dir/agent.py" restore --dir "$ORCH_CHECKPOINT_DIR" \
     --store "$ORCH_STORE" --cloud "$ORCH_CLOUD_NAME") || finish 1 restore
-  echo "$restored"
-  case "$restored" in *"orch-agent: restored"*) ORCH_RESUMED=1 ;; esac
+  echo "$_orch_restored"
+  case "$_orch_restored" in *"orch-agent: restored"*) ORCH_RESUMED=1 ;; esac
   # A cluster's nodes all restore; rank 0 alone uploads (ORCH_CHECKPOINT_UPLOAD=0 elsewhere).
   if [ "${ORCH_CHECKPOINT_UPLOAD:-1}" = 1 ]; then
-    python3 "$run_dir/agent.py" watch --dir "$ORCH_CHECKPOINT_DIR" --store "$ORCH_STORE" \
+    python3 "$_orch_dir/agent.py" watch --dir "$ORCH_CHECKPOINT_DIR" --store "$ORCH_STORE" \
       --interval "$ORCH_CHECKPOINT_INTERVAL" --cloud "$ORCH_CLOUD_NAME" \
-      --state-dir "$run_dir" --pid "$$" &
-    agent=$!
+      --state-dir "$_orch_dir" --pid "$$" &
+    _orch_agent=$!
   fi
 fi
-step "$run_dir/cmd.sh"
+step "$_orch_dir/cmd.sh"
 finish "$?" cmd
 """

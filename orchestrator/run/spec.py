@@ -31,7 +31,17 @@ RESERVED_ENV = (
     "ORCH_NUM_NODES",
     "ORCH_NODE_IPS",
     "ORCH_GPUS_PER_NODE",
+    # What the launch hands the job's wrapper (run/remote.py): where the job runs, the agent's
+    # settings. The wrapper sources the env file after them, so a user value would win.
+    "ORCH_WORKDIR",
+    "ORCH_PATH",
+    "ORCH_CHECKPOINT_INTERVAL",
+    "ORCH_CLOUD_NAME",
+    "ORCH_CHECKPOINT_UPLOAD",
 )
+# The prefix of the wrapper's own shell variables (boxside/wrapper.py), which it keeps apart
+# from the job's environment it sources.
+WRAPPER_PREFIX = "_orch_"
 _STORE = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>[^\s]*))?")
 _RUN_ID = re.compile(r"r-\d{8}-\d{6}-[0-9a-f]{6}")
 MAX_ENV = 100
@@ -69,6 +79,8 @@ def parse_env(
             text = environ[name]
         if name in RESERVED_ENV:
             raise UsageError(f"--env {name}: orch sets {name} for the job itself")
+        if name.startswith(WRAPPER_PREFIX):
+            raise UsageError(f"--env {name}: names starting with {WRAPPER_PREFIX} are orch's own")
         if "\0" in text:
             raise UsageError(f"--env {name}: the value holds a NUL byte")
         env[name] = text

@@ -79,6 +79,35 @@ def test_a_job_runs_detached_with_its_environment_and_keeps_its_status(home, tmp
     assert oct(run_dir.stat().st_mode & 0o777) == "0o700"
 
 
+def test_env_names_the_wrapper_uses_itself_reach_the_job_unchanged(home, tmp_path):
+    """The wrapper sources the env file into its own shell: a --env name that was also one of
+    its variables (run_dir: the job never started; child, agent: emptied) must not change the
+    wrapper, and the job must see the value the user gave."""
+    names = ("run_dir", "child", "agent", "agent_rc", "rc", "restored")
+    env = {name: f"user-{name}" for name in names}
+    shown = " ".join(f"{name}=${{{name}-unset}}" for name in names)
+    spec = spec_for(tmp_path, "bash", "-c", f'echo "{shown}"', env=env)
+    run_dir = start(home, spec)
+    status = wait_done(home, spec)
+    assert (status.exit_code, status.step) == (0, "cmd")
+    expected = " ".join(f"{name}=user-{name}" for name in names)
+    assert (run_dir / "output.log").read_text() == expected + "\n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ORCH_WORKDIR", "ORCH_PATH", "ORCH_CLOUD_NAME", "ORCH_CHECKPOINT_UPLOAD", "_orch_run_dir"],
+)
+def test_env_names_of_orch_s_own_launch_are_refused(name):
+    """orch sets these for the wrapper (ORCH_WORKDIR: where the job runs; ORCH_CHECKPOINT_UPLOAD:
+    whether the agent uploads); a user value would move the job or stop its checkpoints."""
+    from orchestrator.errors import UsageError
+    from orchestrator.run.spec import parse_env
+
+    with pytest.raises(UsageError, match=name):
+        parse_env([f"{name}=/tmp"])
+
+
 def test_a_failing_setup_ends_the_run_before_the_command(home, tmp_path):
     spec = spec_for(tmp_path, "touch", "ran", setup="echo preparing; exit 7")
     start(home, spec)
