@@ -105,6 +105,9 @@ class LogFollower:
         )
         with self._lock:
             self._proc = proc
+        if self._stopped.is_set():  # stop() came while this connection started: it saw no proc
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         got = False
         assert proc.stdout is not None
         try:

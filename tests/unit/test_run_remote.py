@@ -5,6 +5,7 @@ HOME points at a temporary folder, as a box's login home."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -341,3 +342,33 @@ def test_status_reports_the_free_space():
     assert status.free_kib == 12 and status.disk_full
     assert remote.parse_status("pid=4 alive=1 exit=- size=3 free=-").free_kib is None
     assert not remote.parse_status("pid=4 alive=1 exit=- size=3 free=99999").disk_full
+
+
+def test_a_stop_while_the_stream_connects_is_not_lost(monkeypatch):
+    """stop() between the follower's look at its flag and the new ssh process being known
+    (it ran after `_stopped.is_set()` and before `self._proc = proc`): the connection that
+    starts must end at once, not when the job ends (here: never)."""
+    import threading
+
+    from orchestrator.run import stream
+
+    follower = stream.LogFollower(None, "r-20261205-080000-abcdef", io.BytesIO(), lambda _: None)  # type: ignore[arg-type]
+
+    def argv(transport: object, script: str) -> list[str]:
+        follower.stop()  # the watch thread's stop, in the window
+        return ["sleep", "120"]  # a stream that lasts as long as the job
+
+    monkeypatch.setattr(stream, "stream_argv", argv)
+    ended = threading.Event()
+    outcome: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            follower.follow()
+        except BaseException as exc:  # noqa: BLE001 - what ended it is the result
+            outcome.append(exc)
+        ended.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    assert ended.wait(30), "the stream went on after stop()"
+    assert isinstance(outcome[0], stream.StreamStopped)
