@@ -50,6 +50,7 @@ def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
+            errors="replace",  # the box writes into rsync's stderr: any byte, never a traceback
             timeout=RSYNC_TIMEOUT_S,
             start_new_session=True,  # no ssh password prompt on our terminal
         )

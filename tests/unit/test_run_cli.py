@@ -312,3 +312,25 @@ def test_the_run_report_shows_box_text_escaped(capsys):
     attempt.job_started = None
     _print_report(report, as_json=False, detached=False)  # the job never ran: the error alone
     assert _plain(capsys.readouterr().err.replace("\n", ""))
+
+
+def test_rsync_text_that_is_not_utf8_is_no_traceback(monkeypatch, tmp_path):
+    """The box's shell writes into rsync's stderr (its rc files, a broken locale): bytes that
+    are not UTF-8 once made `orch run`'s fetch raise UnicodeDecodeError, past the teardown
+    that catches OrchError, so the box it created stayed up."""
+    from orchestrator.run import sync
+
+    fake = tmp_path / "rsync"
+    fake.write_text(
+        "#!/bin/bash\nprintf 'hiding \\377\\376\\n'\nprintf 'box \\377\\n' >&2\nexit 23\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(sync, "_rsync", lambda: str(fake))
+    monkeypatch.setattr(sync, "_say_unsafe", lambda *args: None)
+    said: list[str] = []
+    box = _SaysOnStderr("")
+    assert sync.pull(box, "/home/u/w", ["outputs"], tmp_path, said.append) == []  # type: ignore[arg-type]
+    assert said == ["--fetch outputs: not on the box (box \ufffd)"]
+    assert sync.pull_file(box, "/home/u/x", tmp_path / "x") is False  # type: ignore[arg-type]
+    with pytest.raises(OrchError, match="rsync exit 23"):
+        sync.push(box, tmp_path, "/home/u/w", [])  # type: ignore[arg-type]
