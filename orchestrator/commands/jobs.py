@@ -92,19 +92,39 @@ def logs(
 
 def _print_log(transport: Any, script: str, sink: Any, run_id: str) -> None:
     import subprocess
+    import threading
 
+    from orchestrator.check.untrusted import printable
     from orchestrator.run.shell import stream_argv
 
+    # stderr is the box's too (its shell's rc files, `cat`): kept here, the tail only, and
+    # shown escaped in the error line, never passed to the terminal as it came.
     proc = subprocess.Popen(
-        stream_argv(transport, script), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        stream_argv(transport, script),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stderr is not None
+    errors = bytearray()
+
+    def drain(source: Any) -> None:
+        while chunk := source.read1(65536):
+            errors.extend(chunk)
+            del errors[:-65536]
+
+    reader = threading.Thread(target=drain, args=(proc.stderr,), daemon=True)
+    reader.start()
     while chunk := proc.stdout.read1(65536):
         sink.write(chunk)
         sink.flush()
     code = proc.wait()
+    reader.join(timeout=5)
     if code != 0:
-        raise OrchError(f"reading the output of run {run_id} failed (ssh exit {code})")
+        lines = errors.decode("utf-8", "replace").strip().splitlines()
+        why = f": {printable(lines[-1], 300)}" if lines else ""
+        raise OrchError(f"reading the output of run {run_id} failed (ssh exit {code}){why}")
 
 
 @click.command("wait")

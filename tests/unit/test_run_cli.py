@@ -4,6 +4,7 @@ before any cloud, Terraform or SSH call, and no box record left behind. The run'
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -334,3 +335,21 @@ def test_rsync_text_that_is_not_utf8_is_no_traceback(monkeypatch, tmp_path):
     assert sync.pull_file(box, "/home/u/x", tmp_path / "x") is False  # type: ignore[arg-type]
     with pytest.raises(OrchError, match="rsync exit 23"):
         sync.push(box, tmp_path, "/home/u/w", [])  # type: ignore[arg-type]
+
+
+def test_orch_logs_never_passes_the_box_s_stderr_to_the_terminal(monkeypatch, capfd):
+    """`orch logs NAME` reads output.log with `cat` over ssh; the box's shell writes what it
+    likes on stderr (rc files, a forged line), which went straight to orch's stderr."""
+    from orchestrator.commands import jobs
+    from orchestrator.run import shell as run_shell
+
+    box_side = "printf 'job line\\n'; printf '\\033]0;owned\\007orch: run ok\\n' >&2; exit 1"
+    monkeypatch.setattr(
+        run_shell, "stream_argv", lambda transport, script: ["bash", "-c", box_side]
+    )
+    sink = io.BytesIO()
+    with pytest.raises(OrchError) as failed:
+        jobs._print_log(None, "cat output.log", sink, "r-20261203-101500-a1b2c3")
+    assert sink.getvalue() == b"job line\n"
+    assert "\x1b" not in capfd.readouterr().err
+    assert "\x1b" not in failed.value.one_line() and "ssh exit 1" in failed.value.one_line()
