@@ -74,8 +74,11 @@ class LogFollower:
                 raise StreamStopped()
             if code == 3:
                 raise OrchError(f"run {self.run_id} is not on the box (no pid file)")
-            if time.monotonic() - started > 5:
-                last_contact = max(last_contact, started)  # it was connected for a while
+            ended = time.monotonic()
+            if ended - started > 5:
+                # It was connected, and ssh's keepalives (45 s: check/transport.py) answered,
+                # until it dropped: a quiet job is no silent box.
+                last_contact = max(last_contact, ended)
                 delays = backoff_delays(1.0, 10.0)
             reason = self.gone() if self.gone is not None and not got else None
             if reason:

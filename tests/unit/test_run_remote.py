@@ -372,3 +372,32 @@ def test_a_stop_while_the_stream_connects_is_not_lost(monkeypatch):
     threading.Thread(target=follow, daemon=True).start()
     assert ended.wait(30), "the stream went on after stop()"
     assert isinstance(outcome[0], stream.StreamStopped)
+
+
+def test_a_quiet_job_s_stream_dropping_once_is_not_ssh_lost(monkeypatch):
+    """A connection that stayed up (ssh's keepalives answered) for longer than --ssh-lost-after
+    while the job printed nothing, then dropped: SSH answered until that moment. It was
+    counted silent since the connection began, so one drop after a quiet stretch ended the
+    run with SshLost (job stopped, box destroyed)."""
+    import itertools
+    import types
+
+    from orchestrator.run import stream
+
+    clock = [1000.0]
+    monkeypatch.setattr(stream, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(stream, "backoff_delays", lambda *args: itertools.repeat(0.0))
+    said: list[str] = []
+    follower = stream.LogFollower(
+        None, "r-20261205-080000-abcdef", io.BytesIO(), said.append, lost_after_s=300.0
+    )  # type: ignore[arg-type]
+    connections = iter([(600.0, 255, False), (1.0, 0, True)])  # (seconds up, ssh exit, bytes)
+
+    def once() -> tuple[int, bool]:
+        up, code, got = next(connections)
+        clock[0] += up
+        return code, got
+
+    monkeypatch.setattr(stream.LogFollower, "_once", lambda self: once())
+    follower.follow()  # the second connection reads the rest; no SshLost
+    assert follower.reconnects == 1 and said[0].startswith("output stream dropped")
