@@ -125,6 +125,7 @@ class ClusterJob:
             what = f"starting the job on node {job.index}"
             shell.call_ok(job.transport, script, what=what, retry_s=30)
             job.started = True
+            job.last_answer = time.monotonic()  # it answered: silence counts from here
 
         self.say(
             f"syncing {self.jobs[0].spec.workdir} to {len(self.jobs)} nodes of {self.box.name}"

@@ -70,3 +70,38 @@ def test_what_is_recovered_and_the_losses_counted_per_node():
         attempt(4, "completed", None)])  # fmt: skip
     assert report.losses_by_node() == {"1": 2, "0": 1}
     assert report.to_dict()["losses_by_node"] == {"1": 2, "0": 1} and report.recoveries == 3
+
+
+def test_a_node_is_not_silent_for_the_time_its_sync_took(tmp_path: Path, monkeypatch):
+    """Each node's last SSH answer was stamped when its NodeJob was made, before the nodes
+    were prepared and synced; a sync longer than --ssh-lost-after then made the first status
+    look that missed an answer a lost node ("no SSH answer for 900 s"): a recovery for a box
+    that had answered every call."""
+    import types
+
+    from orchestrator.check.transport import Unreachable
+    from orchestrator.run import cluster_job, remote
+
+    clock = [5000.0]
+    monkeypatch.setattr(
+        cluster_job, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=None)
+    )
+    job_cluster = cluster(tmp_path, (None, False))
+    job_cluster.box = types.SimpleNamespace(name="c1")  # type: ignore[assignment]
+    (job,) = job_cluster.jobs
+    job.last_answer = clock[0]
+
+    def call_ok(transport: object, script: str, **kwargs: object) -> str:
+        return "prepared /home/u/orch/work/project" if "prepared" in script else "started 7 setsid"
+
+    def push(*args: object) -> None:
+        clock[0] += 900.0  # a big working directory
+
+    def no_answer(*args: object, **kwargs: object) -> None:
+        raise Unreachable("ssh: connection timed out")
+
+    monkeypatch.setattr(cluster_job.shell, "call_ok", call_ok)
+    monkeypatch.setattr(cluster_job.sync, "push", push)
+    job.transport = types.SimpleNamespace(run=no_answer)  # type: ignore[assignment]
+    job_cluster.start(None, lambda job: remote.LaunchEnv(attempt=1, cloud="aws"))
+    assert job_cluster._check(job, rank0_running=True) == "ok"
