@@ -120,6 +120,7 @@ class Run:
     def execute(self) -> RunReport:
         with cancellable():
             stop_job = False
+            unexpected: Exception | None = None
             try:
                 self._run()
             except (Cancelled, Interrupted) as exc:
@@ -133,8 +134,14 @@ class Run:
                 lost = isinstance(exc, (BoxLost, SshLost))
                 self._close_attempt("lost" if lost else "failed", exc.message)
                 stop_job = not isinstance(exc, BoxLost)
+            except Exception as exc:  # here, not on the box (a full disk: OSError); raised after
+                unexpected, stop_job = exc, True
+                self.report.exit_code, self.report.error = EXIT_FAILURE, str(exc)
+                self._close_attempt("failed", str(exc))
             self._teardown(stop_job=stop_job)
         terminal.finish(self.sink)  # what a terminal sink held back of the last line
+        if unexpected is not None:
+            raise unexpected
         return self.report
 
     def _run(self) -> None:
@@ -501,6 +508,8 @@ class Run:
             self._save_record("stopped")
         except OrchError as exc:
             self.say(f"could not stop or fetch from box {box.name}: {exc.one_line()}")
+        except OSError as exc:  # here (the record, a fetched file): the box must still go
+            self.say(f"after stopping run {self.spec.run_id}: {exc}")
 
     def _save_record(self, state: str, exit_code: int | None = None) -> None:
         if self.box is None:

@@ -211,3 +211,40 @@ def test_a_node_that_cannot_be_replaced_falls_back_to_the_whole_cluster(tmp_path
         for line in said
     )
     assert run.report.recoveries_by_node() == {"1": {"lost": 1, "cluster re-provisioned": 1}}
+
+
+def test_a_local_failure_mid_run_still_stops_the_job_and_destroys_the_box(tmp_path, monkeypatch):
+    """A full disk here (the run record cannot be saved: OSError) while the job runs: the run
+    went out of execute() without its teardown, leaving the job running and the box it created
+    up until its TTL. Every way out tears down; the error still reaches the command line."""
+    import errno
+    from types import SimpleNamespace
+
+    from orchestrator.run import record, session, shell
+
+    run, box, _, said = _cluster_run(tmp_path, market="on-demand")
+    box.outputs = {}
+    box.expires_at = None
+    full = OSError(errno.ENOSPC, "No space left on device")
+
+    def attempt() -> None:
+        run.box, run.job_started = box, True
+        raise full
+
+    def save_run(*args: object) -> None:
+        raise full
+
+    stopped: list[str] = []
+    destroyed: list[str] = []
+    run._run = attempt  # type: ignore[method-assign]
+    monkeypatch.setattr(record, "save_run", save_run)
+    monkeypatch.setattr(shell, "ssh_transport", lambda box, config: SimpleNamespace())
+    monkeypatch.setattr(
+        shell, "call_ok", lambda t, script, **kw: stopped.append(script) or "143 cmd"
+    )
+    monkeypatch.setattr(session, "box_exists", lambda name: True)
+    monkeypatch.setattr(session.teardown, "down", lambda name, *args: destroyed.append(name))
+    with pytest.raises(OSError, match="No space left"):
+        run.execute()
+    assert len(stopped) == 1 and destroyed == ["c1"]
+    assert run.report.exit_code == 1 and "No space left" in (run.report.error or "")
