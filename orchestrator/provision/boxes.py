@@ -98,8 +98,9 @@ class Box:
     ci_runner: dict[str, Any] | None = None
     # The lifetime asked for ("12h"; "none": no expiry, asked for explicitly with --ttl none).
     ttl: str | None = None
-    # This process only, never saved: whether `terraform apply` started on the box, so a
-    # failed `up` gives the name back under --state only when nothing can have been created.
+    # This process only, never saved: whether `terraform apply` started on the box (in this
+    # run or, for a re-run, possibly an earlier one), so a failed `up` gives the name back
+    # under --state only when nothing can have been created.
     applied: bool = field(default=False, repr=False, compare=False)
 
     @property

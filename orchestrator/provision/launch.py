@@ -68,6 +68,9 @@ def up(request: UpRequest, say: Say, progress: Say | None = None) -> Launched:
     with box_lock(name), give_back_on_failure(location) as hold:
         fresh = not box_exists(name)
         box = hold(_box_for_up(request, candidates[0]))
+        # A re-run: an earlier `up` may have applied, and its state in the bucket holds what
+        # it created, so a failure of this run before apply must not give the name back.
+        box.applied = not fresh and has_resources(box, location)
         public_key = _ensure_box_files(box, _key_type_for(candidates))
         if has_resources(box, location) and not failover.same_target(box.candidate, candidates[0]):
             # A failed earlier `up` aimed elsewhere: clear it with its own config first.

@@ -26,6 +26,7 @@ from tests.e2e.test_aws_lifecycle import (
     candidate,
     live_instances,
     one_line_error,
+    security_groups_of,
 )
 from tests.support import ok, plan_file
 
@@ -176,6 +177,33 @@ def test_failed_up_that_created_nothing_releases_the_claim(orch, s3, bucket, aws
     # Another home may now use the name (its claim succeeds; init fails the same way).
     other = {**env, "ORCH_HOME": str(tmp_path / "home-2")}
     one_line_error(orch(*args, "--json", env=other), 1, "terraform init failed")
+
+
+def test_rerun_that_fails_before_apply_keeps_the_state_of_an_earlier_apply(
+    orch, ec2, s3, bucket, aws_env, capacity_proxy, tmp_path
+):
+    """A failed `up` that did create resources, re-run, fails again before `terraform apply`
+    (init fails): this run created nothing, but the earlier one did, so the state that holds
+    those resources and the name's claim stay in the bucket, and `down` removes everything."""
+    name = "rerun-early"
+    plan = plan_file(tmp_path, candidate("g4dn.xlarge"))
+    env = {**aws_env, "AWS_ENDPOINT_URL": capacity_proxy.url}
+    args = ("up", "--plan", plan, "--name", name, "--ssh-cidr", CIDR, "--state", STATE_URL,
+            "--no-check", "--json")  # fmt: skip
+    with capacity_proxy.refusing({"g4dn.xlarge": "InvalidParameterCombination"}):
+        one_line_error(orch(*args, env=env), 1, "InvalidParameterCombination")
+    assert len(security_groups_of(ec2, name)) == 1  # the first run created resources
+    state_key, claim_key = (f"{PREFIX}/{name}/{leaf}" for leaf in ("terraform.tfstate",
+                                                                   "orch-claim.json"))  # fmt: skip
+    assert {state_key, claim_key} <= keys_in(s3)
+
+    one_line_error(orch(*args, env={**env, "ORCH_TERRAFORM": "/bin/false"}), 1, "init failed")
+    assert {state_key, claim_key} <= keys_in(s3), keys_in(s3)
+    status = json.loads(ok(orch("status", name, "--json", env=env)).stdout)
+    assert status["state"] == "failed" and "nothing was created" not in str(status["error"])
+    ok(orch("down", name, env=env))
+    assert_nothing_left(ec2, name)
+    assert keys_in(s3) == set()
 
 
 # ------------------------------------------------------------------------------ permissions
