@@ -159,12 +159,12 @@ def test_tfvars_for_spot_with_a_bid_and_an_ami_id():
         request(
             candidate=candidate(market="spot", image={"id": "ami-0123456789abcdef0"}),
             spot_max_price=3.5,
-            subnet_id="subnet-0abc",
+            subnet_id="subnet-0abc1234",
         )
     )
     assert values["market"] == "spot" and values["spot_max_price"] == "3.5"
     assert values["image_source"] == "id" and values["ami_id"] == "ami-0123456789abcdef0"
-    assert values["subnet_id"] == "subnet-0abc"
+    assert values["subnet_id"] == "subnet-0abc1234"
 
 
 def test_tfvars_for_a_name_filter_image():

@@ -218,6 +218,37 @@ def test_hostile_options_are_refused(capsys, home, tmp_path, extra, words) -> No
 
 
 @pytest.mark.parametrize(
+    ("instance_type", "extra", "words"),
+    [
+        # What the box modules' own validation would refuse only in Terraform (after the
+        # record, the key and `terraform init`): aws_gpu's subnet_id, aliyun_gpu's tags.
+        (AWS, ["--subnet-id", "bogus"], ("--subnet-id", "subnet-")),
+        (AWS, ["--subnet-id", "subnet-0123\n"], ("--subnet-id",)),
+        (ALIYUN, ["--tag", "team=" + "v" * 129], ("--tag", "128")),
+        (ALIYUN, ["--tag", "k" * 129 + "=v"], ("--tag", "128")),
+        (ALIYUN, ["--tag", "see-http://x=v"], ("--tag", "http://")),
+        (ALIYUN, ["--tag", "https://x=v"], ("--tag", "https://")),
+    ],
+)
+def test_values_a_cloud_s_module_refuses_are_refused_first(
+    capsys, home, tmp_path, instance_type, extra, words
+) -> None:
+    plan = plan_file(tmp_path, candidate(instance_type))
+    refused(capsys, *up_args(plan, *extra), words=words)
+
+
+def test_values_within_the_modules_rules_pass(capsys, home, tmp_path) -> None:
+    """A real subnet id and a 128-character Aliyun tag value reach the launch (the tripwire)."""
+    for instance_type, extra in (
+        (AWS, ["--subnet-id", "subnet-0123456789abcdef0", "--tag", "team=" + "v" * 256]),
+        (ALIYUN, ["--tag", "team=" + "v" * 128]),
+    ):
+        plan = plan_file(tmp_path, candidate(instance_type))
+        with pytest.raises(Tripwire):
+            run_cli(capsys, *up_args(plan, *extra))
+
+
+@pytest.mark.parametrize(
     "cidrs",
     [["10.0.0.0/8"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/0"]],
 )

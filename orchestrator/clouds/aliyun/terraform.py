@@ -44,6 +44,7 @@ OUTPUTS = (
 # A LowLatency deployment set holds at most 20 instances, all in one zone ("Deployment sets",
 # limits, https://www.alibabacloud.com/help/zh/doc-detail/91258.htm).
 MAX_CLUSTER_NODES = 20
+MAX_TAG_LENGTH = 128  # an ECS tag key or value (check_tags)
 MIN_SYSTEM_DISK_GIB = 20
 MAX_SYSTEM_DISK_GIB = 2048
 # ECS: "The release time must be at least 30 minutes later than the current time." The time is
@@ -146,6 +147,25 @@ def cluster_nodes(candidate: Any) -> int:
     return nodes
 
 
+def check_tags(tags: dict[str, str]) -> dict[str, str]:
+    """The rule of terraform/modules/aliyun_gpu/variables.tf's `tags` validation (ECS's tag
+    limits: keys and values of at most 128 characters, no http:// or https:// in a key; ECS
+    TagResources, https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-tagresources),
+    checked before the box record, its key and `terraform init` rather than by Terraform after
+    them. The reserved key prefixes are refused with the other --tag checks (inputs.check_tags)."""
+    for key, value in tags.items():
+        if len(key) > MAX_TAG_LENGTH or len(value) > MAX_TAG_LENGTH:
+            raise UsageError(
+                f"--tag {key[:40]!r}: Aliyun tag keys and values hold at most "
+                f"{MAX_TAG_LENGTH} characters"
+            )
+        if "http://" in key or "https://" in key:
+            raise UsageError(
+                f"--tag {key[:40]!r}: Aliyun tag keys may not hold http:// or https://"
+            )
+    return tags
+
+
 def tfvars(request: BoxRequest) -> dict[str, Any]:
     """The values of templates/aliyun/variables.tf.j2 for one box (a render.RenderRequest)."""
     candidate = request.candidate
@@ -173,7 +193,7 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         "allow_world_ssh": bool(request.allow_world_ssh),
         "zone_id": request.zone,
         # orch:box / orch:owner / orch:expires-at are added by the module from the values above.
-        "tags": {**request.tags, **request.orch_tags()},
+        "tags": check_tags({**request.tags, **request.orch_tags()}),
         **identity_vars(getattr(request, "identity", None)),
         **({"node_count": nodes} if nodes > 1 else {}),
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from orchestrator.clouds.aws.identity import identity_vars
@@ -26,6 +27,9 @@ OUTPUTS = (
     "key_name",
     "nodes",  # a cluster's nodes, rank 0 first (provision/cluster.py); absent for one box
 )
+# terraform/modules/aws_gpu/variables.tf's rule for subnet_id: checked here, before the box
+# record, its key and `terraform init`, rather than by Terraform's validation after them.
+SUBNET_ID_RE = re.compile(r"subnet-[0-9a-f]{8,17}")
 
 
 def image_vars(image: dict[str, Any]) -> dict[str, Any]:
@@ -92,10 +96,19 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
     if candidate.market == "spot" and request.spot_max_price is not None:
         values["spot_max_price"] = f"{request.spot_max_price:.4f}".rstrip("0").rstrip(".")
     if request.subnet_id:
-        values["subnet_id"] = request.subnet_id
+        values["subnet_id"] = check_subnet_id(request.subnet_id)
     elif request.zone:
         values["zone_id"] = request.zone
     return values
+
+
+def check_subnet_id(subnet_id: str) -> str:
+    if not isinstance(subnet_id, str) or not SUBNET_ID_RE.fullmatch(subnet_id):
+        raise UsageError(
+            f"--subnet-id {str(subnet_id)[:60]!r} is not a subnet id",
+            hint="expected e.g. subnet-0123456789abcdef0",
+        )
+    return subnet_id
 
 
 def runtime_env() -> dict[str, str]:
