@@ -31,11 +31,15 @@ from orchestrator.provision.boxes import (
 )
 from orchestrator.provision.render import TFVARS_FILE, write_code, write_json
 from orchestrator.provision.steps import Location, destroy, set_state, tell_state_lock
-from orchestrator.provision.terraform import Interrupted, TerraformError
+from orchestrator.provision.terraform import LOCK_TIMEOUT, Interrupted, TerraformError
 
 Say = Callable[[str], None]
 # Called once the box is gone with its CI runner record (ci_runner.forget), best effort.
 ForgetRunner = Callable[[dict[str, Any], Say], object]
+
+
+# Terraform's (and OpenTofu's) diagnostic when -lock-timeout passed with the lock still held.
+STATE_LOCKED = "Error acquiring the state lock"
 
 
 class NoSuchBox(UsageError):
@@ -75,6 +79,7 @@ def down(
                 tell = functools.partial(tell_state_lock, box, previous, location, say)
                 destroy(box, location, progress, tell)
             except TerraformError as exc:
+                _refuse_while_locked(box, exc)
                 # Terraform cannot refresh or destroy (a broken state, a config the provider
                 # now refuses): remove what carries the box's tag directly, through the cloud.
                 say(f"Terraform could not destroy box {name} ({exc.message}); deleting by tag")
@@ -95,6 +100,20 @@ def down(
         ssh_alias.remove_alias(name)
         box.state = "destroyed"
         return box
+
+
+def _refuse_while_locked(box: Box, exc: TerraformError) -> None:
+    """Another Terraform holds the box's state lock (an orphan of a killed orch still
+    stopping, another home's apply under --state): it may still create what a listing made now
+    would miss, so nothing is deleted by tag and the record stays for a later `down`."""
+    if STATE_LOCKED not in exc.text():
+        return
+    why = f"another Terraform still held the state lock after {LOCK_TIMEOUT}"
+    set_state(box, "failed", why)
+    raise OrchError(
+        f"box {box.name}: {why}; nothing was destroyed or deleted",
+        hint=f"re-run `orch down {box.name}` once it is done; a stale lock: docs/provisioning.md",
+    )
 
 
 def _location_of(box: Box, given: Location) -> Location:

@@ -134,3 +134,39 @@ def test_a_plugin_cloud_without_credentials_and_an_unknown_cloud_are_clear_error
     }
     bad = orch(env, "plan", "--model", "bert-base", "--cloud", "nimbus")
     assert bad.returncode == 2 and "'faux'" in bad.stderr
+
+
+def test_down_while_another_terraform_holds_the_state_lock_deletes_nothing(env, tmp_path):
+    """A Terraform that still works on the box (an orphan of a killed orch finishing its
+    graceful stop, another home's apply under --state) holds the state lock past `destroy`'s
+    -lock-timeout: `down` deletes nothing by tag (that Terraform may still create what a listing
+    made now would miss) and keeps the record; once the lock is free, `down` finishes."""
+    import fcntl
+
+    plan_path = tmp_path / "plan.json"
+    ok(orch(env, "plan", "--model", "bert-base", "--cloud", "faux", "-o", str(plan_path)))
+    ok(orch(env, "up", "--plan", str(plan_path), "--name", "fx3", "--ssh-cidr", CIDR,
+            "--no-check"))  # fmt: skip
+    created = records(env)
+    assert created
+    # The same Terraform core, with destroy's 120 s lock wait cut to 1 s for the test.
+    shim = tmp_path / "terraform-short-lock"
+    shim.write_text(
+        "#!/bin/sh\nfor a; do shift; case $a in -lock-timeout=*) a=-lock-timeout=1s;; esac;"
+        ' set -- "$@" "$a"; done\n'
+        f'exec {sys.executable} -m orchestrator.provision.libtf_exec "$@"\n'
+    )
+    shim.chmod(0o755)
+    env = {**env, "ORCH_TERRAFORM": str(shim), "PYTHONPATH": str(REPO)}
+    state = Path(env["ORCH_HOME"]) / "boxes" / "fx3" / "terraform.tfstate"
+    with open(state, "rb+") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # Terraform's local lock (fcntl)
+        refused = orch(env, "down", "fx3")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and lines[-1].startswith("orch: error:"), refused.stderr
+    assert "state lock" in lines[-1] and "deleting by tag" not in refused.stderr
+    assert records(env) == created  # nothing deleted behind the other Terraform's back
+    status = json.loads(ok(orch(env, "status", "fx3", "--json")).stdout)
+    assert status["state"] == "failed" and "state lock" in status["error"]
+    ok(orch(env, "down", "fx3"))
+    assert records(env) == {}
