@@ -86,6 +86,6 @@ def write_private_key(path: Path, text: str) -> None:
     """Write a private key (made here, or a pool box's from its store), mode 0600 from the
     start: it is never readable by others, even briefly."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # O_CREAT's mode is not applied to a file that already exists
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
-    os.chmod(path, 0o600)

@@ -499,3 +499,25 @@ def test_ssh_keygen_fallback_makes_rsa_too(monkeypatch: pytest.MonkeyPatch, tmp_
     _without_cryptography(monkeypatch)
     public = ensure_keypair(tmp_path / "k", comment="orch-k2", key_type="rsa")
     assert public.startswith("ssh-rsa ") and public.endswith(" orch-k2")
+
+
+def test_a_private_key_written_over_a_readable_file_is_0600_before_its_first_byte(
+    tmp_path, monkeypatch
+):
+    """A key file left readable by others (0644) is made 0600 before the key is written into
+    it, not after: it is never readable by others, even briefly."""
+    from orchestrator.provision import keys
+
+    path = tmp_path / "id_ed25519"
+    path.write_text("an older key\n")
+    path.chmod(0o644)
+    modes: list[int] = []
+    real_fdopen = os.fdopen
+
+    def fdopen(fd: int, *args: object, **kwargs: object) -> object:
+        modes.append(stat.S_IMODE(os.fstat(fd).st_mode))  # when the text is about to go in
+        return real_fdopen(fd, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(keys.os, "fdopen", fdopen)
+    keys.write_private_key(path, "-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    assert modes == [0o600] and stat.S_IMODE(path.stat().st_mode) == 0o600
