@@ -73,7 +73,9 @@ def remove_alias(name: str) -> None:
 
 
 def _include_in_user_config(folder: Path) -> None:
-    config = user_config()
+    # A link (a dotfiles checkout's file) is written through: os.replace would put a plain
+    # file in the link's place.
+    config = user_config().resolve()
     include = f"Include {_value(str(folder), 'orch home')}/*.conf"
     text = config.read_text() if config.exists() else ""
     if include in text.splitlines():

@@ -521,3 +521,26 @@ def test_a_private_key_written_over_a_readable_file_is_0600_before_its_first_byt
     monkeypatch.setattr(keys.os, "fdopen", fdopen)
     keys.write_private_key(path, "-----BEGIN OPENSSH PRIVATE KEY-----\n")
     assert modes == [0o600] and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_ssh_alias_keeps_a_symlinked_ssh_config_a_symlink(tmp_path, monkeypatch):
+    """A ~/.ssh/config that is a link into a dotfiles checkout (stow, home-manager) gets the
+    Include line in the file it points to; the link itself stays."""
+    from orchestrator.provision import ssh_alias
+
+    dotfiles = tmp_path / "dotfiles" / "ssh_config"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text("Host work\n  User me\n")
+    dotfiles.chmod(0o600)
+    link = tmp_path / "dot-ssh" / "config"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    monkeypatch.setenv("ORCH_USER_SSH_CONFIG", str(link))
+    box = make_box("linked")
+    box.directory.mkdir(parents=True)
+    ssh_alias.write_alias(box, "198.51.100.7", "ubuntu")
+    assert link.is_symlink() and link.resolve() == dotfiles
+    lines = dotfiles.read_text().splitlines()
+    assert lines[1] == f"Include {ssh_alias.alias_dir()}/*.conf" and "Host work" in lines
+    assert stat.S_IMODE(dotfiles.stat().st_mode) == 0o600
+    assert sorted(p.name for p in link.parent.iterdir()) == ["config"]  # no temp file left
