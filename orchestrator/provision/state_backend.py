@@ -249,9 +249,19 @@ def state_facts(location: StateLocation, name: str, region: str) -> tuple[set[st
         raise OrchError(f"cannot read the state of box {name} in {location.url}: {exc}") from None
     except ValueError:
         raise OrchError(f"the state of box {name} in {location.url} is not JSON") from None
+    try:
+        return _zones_and_providers(state)
+    except (AttributeError, TypeError):  # a shape Terraform never writes
+        raise OrchError(f"the state of box {name} in {location.url} is damaged") from None
+
+
+def _zones_and_providers(state: Any) -> tuple[set[str], set[str]]:
     zones: set[str] = set()
     providers: set[str] = set()
-    for resource in state.get("resources") or [] if isinstance(state, dict) else []:
+    resources = state.get("resources") or []
+    if not isinstance(resources, list):
+        raise TypeError("resources is not a list")
+    for resource in resources:
         # 'provider["registry.terraform.io/hashicorp/aws"]' -> "hashicorp/aws"
         source = str(resource.get("provider", "")).split('"')
         if len(source) >= 2:

@@ -544,3 +544,31 @@ def test_ssh_alias_keeps_a_symlinked_ssh_config_a_symlink(tmp_path, monkeypatch)
     assert lines[1] == f"Include {ssh_alias.alias_dir()}/*.conf" and "Host work" in lines
     assert stat.S_IMODE(dotfiles.stat().st_mode) == 0o600
     assert sorted(p.name for p in link.parent.iterdir()) == ["config"]  # no temp file left
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"resources": [1]},
+        {"resources": {"aws_instance": {}}},
+        {"resources": [{"provider": "x", "instances": ["i-0abc"]}]},
+        {"resources": [{"provider": "x", "instances": [{"attributes": ["zone"]}]}]},
+        [],
+    ],
+)
+def test_a_damaged_remote_state_is_one_line_not_a_traceback(monkeypatch, state):
+    """`down --state` reads the box's Terraform state from the bucket (whoever can write the
+    bucket wrote it): a shape Terraform never writes is an OrchError naming it."""
+
+    class Body:
+        def read(self) -> bytes:
+            return json.dumps(state).encode()
+
+    class Client:
+        def get_object(self, **_kwargs: object) -> dict[str, object]:
+            return {"Body": Body()}
+
+    monkeypatch.setattr(state_backend, "s3_client", lambda region=None: Client())
+    location = state_backend.parse_state_url("s3://bucket/ci")
+    with pytest.raises(OrchError, match="state of box remote1 .* damaged"):
+        state_backend.state_facts(location, "remote1", "us-east-1")
