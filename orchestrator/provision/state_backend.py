@@ -220,14 +220,18 @@ def verify_bundle(bundle: dict[str, Any], name: str, where: str) -> None:
     if not isinstance(values, dict) or not isinstance(candidate, dict):
         raise refuse("is damaged")
     tags = values.get("default_tags") if isinstance(values.get("default_tags"), dict) else {}
-    names = {record.get("name"), values.get("name"), tags.get("orch:box", name)}
+    named = [record.get("name"), values.get("name"), tags.get("orch:box", name)]
+    regions_named = [record.get("region"), candidate.get("region"), values.get("region")]
+    if not all(isinstance(text, str) for text in [*named, *regions_named]):
+        raise refuse("is damaged (a name or region that is no text)")
+    names = set(named)
     if names != {name}:
         shown = ", ".join(sorted(repr(n) for n in names - {name}))
         raise refuse(f"names another box ({shown})")
     cloud = record.get("cloud")
     if cloud not in clouds.names() or candidate.get("cloud") != cloud:
         raise refuse(f"names an unknown or inconsistent cloud ({cloud!r})")
-    regions = {record.get("region"), candidate.get("region"), values.get("region")}
+    regions = set(regions_named)
     region = record.get("region")
     if len(regions) != 1 or not isinstance(region, str) or not _REGION_RE.match(region):
         shown = ", ".join(sorted(repr(r) for r in regions))

@@ -572,3 +572,28 @@ def test_a_damaged_remote_state_is_one_line_not_a_traceback(monkeypatch, state):
     location = state_backend.parse_state_url("s3://bucket/ci")
     with pytest.raises(OrchError, match="state of box remote1 .* damaged"):
         state_backend.state_facts(location, "remote1", "us-east-1")
+
+
+@pytest.mark.parametrize(
+    ("edit_record", "edit_values"),
+    [
+        ({"name": ["victim"]}, {}),
+        ({}, {"name": {"n": "victim"}}),
+        ({}, {"default_tags": {"orch:box": ["victim"]}}),
+        ({"region": ["us-east-1"]}, {}),
+        ({}, {"region": {}}),
+        ({"cloud": ["aws"]}, {}),
+    ],
+)
+def test_a_bundle_with_unhashable_names_or_regions_is_refused_in_one_line(edit_record, edit_values):
+    """Values that are lists or objects where the bundle holds texts: refused (exit 2), not a
+    TypeError traceback from putting them in a set."""
+    record = {**make_box("victim").to_dict(), **edit_record}
+    values = {"name": "victim", "region": "us-east-1", "default_tags": {"orch:box": "victim"}}
+    bundle = {
+        "box": record,
+        "files": {"terraform.tfvars.json": json.dumps({**values, **edit_values})},
+    }
+    with pytest.raises(UsageError, match="nothing was destroyed") as info:
+        state_backend.verify_bundle(bundle, "victim", "s3://b/p")
+    assert info.value.exit_code == 2
