@@ -17,6 +17,7 @@ AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3, ...), for boto3 and T
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -364,17 +365,26 @@ def check_permissions(location: StateLocation, name: str, region: str) -> None:
         ("s3:GetObject", lambda: client.get_object(Bucket=location.bucket, Key=probe)),
         ("s3:DeleteObject", lambda: client.delete_object(Bucket=location.bucket, Key=probe)),
     )  # fmt: skip
-    for permission, step in steps:
-        try:
-            step()
-        except client_errors() as exc:
-            if error_code(exc) in ("AccessDenied", "403", "AllAccessDisabled"):
-                raise UsageError(
-                    f"--state {location.url}: {permission} is denied under "
-                    f"{location.key(name, '')}/; nothing was created",
-                    hint="see 'Remote state' in docs/provisioning.md for the IAM policy",
-                ) from None
-            raise OrchError(f"cannot use {location.url}: {exc}") from None
+    written = False
+    try:
+        for permission, step in steps:
+            try:
+                step()
+            except client_errors() as exc:
+                if error_code(exc) in ("AccessDenied", "403", "AllAccessDisabled"):
+                    raise UsageError(
+                        f"--state {location.url}: {permission} is denied under "
+                        f"{location.key(name, '')}/; nothing was created",
+                        hint="see 'Remote state' in docs/provisioning.md for the IAM policy",
+                    ) from None
+                raise OrchError(f"cannot use {location.url}: {exc}") from None
+            written = written or permission == "s3:PutObject"
+    except BaseException:
+        # Refused (or interrupted) after the probe was written: no probe is left behind.
+        if written:
+            with contextlib.suppress(*client_errors()):
+                client.delete_object(Bucket=location.bucket, Key=probe)
+        raise
 
 
 def lock_info(location: StateLocation, name: str, region: str) -> dict[str, Any] | None:

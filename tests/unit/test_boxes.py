@@ -597,3 +597,31 @@ def test_a_bundle_with_unhashable_names_or_regions_is_refused_in_one_line(edit_r
     with pytest.raises(UsageError, match="nothing was destroyed") as info:
         state_backend.verify_bundle(bundle, "victim", "s3://b/p")
     assert info.value.exit_code == 2
+
+
+def test_a_permission_refused_after_the_probe_was_written_leaves_no_probe(monkeypatch):
+    """--state's permission check writes a probe object under prefix/NAME/; a bucket that lets
+    orch write and delete but not read it (s3:GetObject denied) is refused, and the probe is
+    deleted again rather than left in the bucket for good (`down` deletes only the box's keys)."""
+    from botocore.exceptions import ClientError
+
+    stored: set[str] = set()
+
+    class Client:
+        def list_objects_v2(self, **_kwargs: object) -> dict[str, object]:
+            return {}
+
+        def put_object(self, *, Key: str, **_kwargs: object) -> None:  # noqa: N803
+            stored.add(Key)
+
+        def get_object(self, **_kwargs: object) -> None:
+            raise ClientError({"Error": {"Code": "AccessDenied"}}, "GetObject")
+
+        def delete_object(self, *, Key: str, **_kwargs: object) -> None:  # noqa: N803
+            stored.discard(Key)
+
+    monkeypatch.setattr(state_backend, "s3_client", lambda region=None: Client())
+    location = state_backend.parse_state_url("s3://bucket/ci")
+    with pytest.raises(UsageError, match="s3:GetObject is denied"):
+        state_backend.check_permissions(location, "remote1", "us-east-1")
+    assert stored == set()
