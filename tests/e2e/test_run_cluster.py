@@ -77,6 +77,11 @@ if rank == 0:
 # exception"), 4 runs in 20 on this machine without the barrier, 0 in 20 with it.
 dist.barrier()
 dist.destroy_process_group()
+# The barrier made the SIGABRT rare, not gone: under a load of 13 on 2 cores one run in the
+# suite still died with it after its RESULT. It comes from torch's C++ teardown at interpreter
+# exit (gloo's threads and their tensors outliving the interpreter, pytorch/pytorch#179291,
+# 2026-04), not from anything orch does, so the stand-in job leaves without it.
+os._exit(0)
 """
 
 

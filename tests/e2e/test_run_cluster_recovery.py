@@ -125,6 +125,7 @@ if rank == 0:
     pathlib.Path("outputs", "count.json").write_text(json.dumps(done))
 dist.barrier()  # every rank here before any tears gloo down (test_run_cluster.py's DDP_PY)
 dist.destroy_process_group()
+os._exit(0)  # no C++ teardown at interpreter exit (test_run_cluster.py's DDP_PY)
 """
 
 
