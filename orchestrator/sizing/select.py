@@ -242,9 +242,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         context = _Context(arch, job, options, gpus, speed, samples, storage_bytes, memory)
         candidates.extend(_cluster_candidates(context, rejected))
 
-    allow = options.allow_unverified_prices
-    preference = cloud_preference(_clouds(options), region_given=options.region is not None)
-    candidates.sort(key=lambda c: (preference.tier(c), *_rank_key(c, allow)))
+    preference = _sort(candidates, options)
     return Ranking(
         job=job,
         samples=samples,
@@ -258,6 +256,25 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         memory_blocked_cost=min(blocked, default=None),
         shape=planned_shape(arch, job),
     )
+
+
+def _sort(candidates: list[Candidate], options: PlanOptions) -> CloudPreference:
+    """Sort in rank order: what can win (`winners`) before what cannot, whatever its cloud's
+    tier, so that the table's first row is the plan's choice (an unpriced type, or an
+    unverified price under --cloud any, of a cloud with credentials would otherwise head it);
+    then by the clouds this machine can launch in, then by cost."""
+    allow = options.allow_unverified_prices
+    preference = cloud_preference(_clouds(options), region_given=options.region is not None)
+    can_win = unverified_allowed(options)
+    candidates.sort(
+        key=lambda c: (
+            c.cost is None,
+            not (c.price_verified or can_win),
+            preference.tier(c),
+            *_rank_key(c, allow),
+        )
+    )
+    return preference
 
 
 def _check_throughput_gpus(options: PlanOptions, gpus: dict[str, Gpu]) -> None:

@@ -135,3 +135,15 @@ def test_aliyun_region_from_the_cli_profile(bare_machine, monkeypatch):
     cli.write_text("{broken")
     monkeypatch.delenv("ALIBABA_CLOUD_REGION_ID")
     assert aliyun_setup().region is None
+
+
+def test_the_table_names_the_same_winner_as_the_json(capsys, monkeypatch):
+    # Aliyun's shipped prices are unverified: under --cloud any they never win, even for the
+    # cloud with credentials, so the table's first row and winner line must not name one.
+    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAIexample")
+    choice = plan_json(capsys)["choice"]
+    assert choice["cloud"] == "aws"
+    text = plan_text(capsys)
+    assert f"Winner: {choice['instance_type']} ({choice['cloud']} {choice['region']}," in text
+    first_row = next(line for line in text.splitlines() if line.startswith("1 "))
+    assert choice["instance_type"] in first_row.split()
