@@ -196,7 +196,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
     memory: dict[int, MemoryBreakdown] = {}  # by data-parallel GPUs (all nodes' together)
     candidates: list[Candidate] = []
     rejected: dict[str, str] = {}
-    blocked: list[float] = []  # job costs of boxes ruled out by memory alone
+    blocked: list[float] = []  # job costs of boxes (and clusters) ruled out by memory alone
     for instance in instances_for(options) if 1 in node_counts(options.nodes) else ():
         if options.gpus is not None and instance.gpu_count != options.gpus:
             continue
@@ -240,7 +240,7 @@ def rank(job: JobSpec, options: PlanOptions) -> Ranking:
         candidates.extend(_priced_candidates(instance, gpu, options, fit, storage_bytes))
     if options.nodes != 1:
         context = _Context(arch, job, options, gpus, speed, samples, storage_bytes, memory)
-        candidates.extend(_cluster_candidates(context, rejected))
+        candidates.extend(_cluster_candidates(context, rejected, blocked))
 
     preference = _sort(candidates, options)
     return Ranking(
@@ -418,8 +418,11 @@ def _cluster_speed(
     return rate, notes
 
 
-def _cluster_fit(ctx: _Context, instance: InstanceType, gpu: Gpu, nodes: int) -> Fit | str:
-    """How `nodes` boxes of `instance` run the job, or why they cannot."""
+def _cluster_fit(
+    ctx: _Context, instance: InstanceType, gpu: Gpu, nodes: int, blocked: list[float]
+) -> Fit | str:
+    """How `nodes` boxes of `instance` run the job, or why they cannot; a cluster ruled out
+    by memory alone adds what the job would have cost on it to `blocked`."""
     from orchestrator.catalog.network import network_of
 
     if network_of(instance.cloud, instance.name) is None:
@@ -428,6 +431,10 @@ def _cluster_fit(ctx: _Context, instance: InstanceType, gpu: Gpu, nodes: int) ->
     memory = ctx.memory_of(count * nodes)
     capacity = gpu.memory_gib * GIB
     if memory.total_bytes > capacity * ctx.options.headroom:
+        rate, _ = _cluster_speed(ctx, instance, gpu, nodes)
+        hours = ctx.samples / rate / 3600 + SETUP_HOURS
+        cost = _cheapest_cost(instance, ctx.options, hours)
+        blocked += [] if cost is None else [nodes * cost]
         return (
             f"needs {memory.total_bytes / GIB:.1f} GiB per GPU on {nodes} nodes,"
             f" {gpu.name} has {gpu.memory_gib:g} GiB"
@@ -457,8 +464,11 @@ def spot_clusters_of(cloud: str) -> bool:
         return True
 
 
-def _cluster_candidates(ctx: _Context, rejected: dict[str, str]) -> list[Candidate]:
-    """Every priced (instance, region, market) at each node count above 1 that fits."""
+def _cluster_candidates(
+    ctx: _Context, rejected: dict[str, str], blocked: list[float]
+) -> list[Candidate]:
+    """Every priced (instance, region, market) at each node count above 1 that fits; the job
+    costs of clusters ruled out by memory alone go to `blocked`."""
     found: list[Candidate] = []
     for instance in instances_for(ctx.options):
         gpu = ctx.gpus[instance.gpu]
@@ -469,7 +479,7 @@ def _cluster_candidates(ctx: _Context, rejected: dict[str, str]) -> list[Candida
         for nodes in node_counts(ctx.options.nodes):
             if nodes == 1:
                 continue
-            fit = _cluster_fit(ctx, instance, gpu, nodes)
+            fit = _cluster_fit(ctx, instance, gpu, nodes, blocked)
             if isinstance(fit, str):
                 rejected.setdefault(f"{nodes} × {instance.name}", fit)
                 continue

@@ -120,6 +120,20 @@ def test_nothing_fits_names_a_lever_with_its_box_and_cost() -> None:
     assert plan.choice.instance_type == found["box"]
 
 
+def test_a_cluster_plan_shows_levers_too() -> None:
+    """With --nodes 2 no single box is costed: a cluster ruled out by memory alone must still
+    let the levers run (2 x p4de trains Llama 3 8B in full; 2 x p4d with LoRA costs less)."""
+    job = JobSpec(model="llama-3-8b", zero=3)
+    options = PlanOptions(cloud="aws", nodes=2)
+    ranking = rank(job, options)
+    assert ranking.memory_blocked_cost is not None
+    found = levers.cheaper_if(job, options, ranking)
+    assert found, "no lever for a cluster plan"
+    base = winners(ranking, options)[0]
+    for lever in found:
+        assert lever.winner.nodes == 2 and lever.winner.cost < base.cost
+
+
 def test_planning_the_levers_imports_no_torch() -> None:
     traced = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "orchestrator", *COSTLY],
