@@ -4,7 +4,6 @@ sizing/levers.py, or a multi-node layout)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from orchestrator.catalog import InstanceType, load_gpus
@@ -22,6 +21,8 @@ from orchestrator.sizing.select import (
     Ranking,
     instances_for,
     rank,
+    spot_clusters_of,
+    unverified_allowed,
     winners,
 )
 from orchestrator.sizing.stacks import STACK_TEXT
@@ -153,10 +154,9 @@ def multi_node_hint(job: JobSpec, options: PlanOptions) -> str | None:
             gpu_supports(gpu, job.precision) and network_of(instance.cloud, instance.name)
         ):
             continue
-        hourly = min(
-            (p for r in instance.prices if (p := instance.price(r)) is not None),
-            default=math.inf,
-        )
+        hourly = _cluster_hourly(instance, options)
+        if hourly is None:  # no price the plan could choose: --region, --spot, --max-price
+            continue
         for nodes in NODE_COUNTS:
             total = nodes * instance.gpu_count
             if total not in by_total:
@@ -176,3 +176,19 @@ def multi_node_hint(job: JobSpec, options: PlanOptions) -> str | None:
         f"needs {nodes} × {instance.name} with ZeRO-3 ({nodes * instance.gpu_count} GPUs,"
         f" {per_gpu / GIB:.1f} GiB per GPU): plan it with {flags}"
     )
+
+
+def _cluster_hourly(instance: InstanceType, options: PlanOptions) -> float | None:
+    """The lowest hourly price of one node of `instance` that a plan of these options could
+    choose (its region, markets, --max-price, a verified price unless allowed); None: none."""
+    regions = [options.region] if options.region else list(instance.prices)
+    prices = [
+        price
+        for region in regions
+        for spot in ((False, True) if options.spot else (False,))
+        if (price := instance.price(region, spot=spot)) is not None
+        and (options.max_price is None or price <= options.max_price)
+        and (instance.price_verified(region) or unverified_allowed(options))
+        and not (spot and not spot_clusters_of(instance.cloud))
+    ]
+    return min(prices, default=None)

@@ -71,6 +71,30 @@ def test_sharding_over_nodes_divides_the_sharded_state_per_gpu() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        PlanOptions(),  # --cloud any: Aliyun's unverified prices cannot win
+        PlanOptions(max_price=10.0),  # a p4de node ($27.45/h) is past it
+        PlanOptions(spot=True, max_price=5.0),
+    ],
+)
+def test_the_multi_node_hint_names_flags_that_plan(options: PlanOptions) -> None:
+    """The nothing-fits hint counts only prices the plan could choose: running the flags it
+    prints gives a plan with that many nodes of that type."""
+    job = JobSpec(model="llama-3-8b")
+    with pytest.raises(UsageError) as caught:
+        plan_job(job, options)
+    found = re.search(
+        r"needs (\d+) × (\S+) with ZeRO-3 .*?plan it with --nodes \d+", str(caught.value)
+    )
+    assert found is not None, caught.value.message
+    nodes, box = int(found[1]), found[2]
+    plan = plan_job(replace(job, zero=3), replace(options, nodes=nodes))
+    assert plan.choice.nodes == nodes
+    assert box in {c.instance_type for c in plan.candidates()}
+
+
 def test_a_70b_full_fine_tune_gets_a_multi_node_winner_with_nodes_auto() -> None:
     with pytest.raises(UsageError) as caught:  # one node: nothing fits, the hint says so
         plan_job(LLAMA_70B, PlanOptions(cloud="aws"))
