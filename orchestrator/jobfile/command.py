@@ -6,7 +6,8 @@ hands its values to click as the command's `default_map`: every value then goes 
 option's own type, range and checks, and a flag on the command line overrides the file.
 Keys that would contradict the command line's choice are left out: with `--plan` the file's
 model, job and resources; with `--box` or `--pool` also its box (and pool) settings; with any
-model source on the command line the file's model source.
+model source on the command line the file's model source; with the job's length in one form on
+the command line (--samples, or --epochs/--dataset-size) the file's other form.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 META = "orch.job_file"
 MODEL_SOURCES = ("model", "hf_config", "params_m")
+# The job's length, in one of two forms: --samples, or --epochs with --dataset-size.
+LENGTH_FORMS = (("samples",), ("epochs", "dataset_size"))
 
 
 FILE_FLAGS = ("-f", "--file", "job_file")
@@ -107,6 +110,7 @@ def command_defaults(
     from orchestrator.jobfile.load import option_value
 
     dropped = _dropped_sections(job, command, typed, PLAN_SECTIONS, BOX_SECTION)
+    replaced = _replaced_by_command_line(typed)
     defaults: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     for param, (key, value) in job.values.items():
@@ -114,7 +118,7 @@ def command_defaults(
         # A spot bid goes with the box (kept with --plan), though it sits under resources.
         if param == "spot_bid" and "plan_path" in typed and BOX_SECTION not in dropped:
             section = BOX_SECTION
-        if section in dropped or (param in MODEL_SOURCES and typed & set(MODEL_SOURCES)):
+        if section in dropped or param in replaced:
             continue
         if param == "max_price" and command != "plan":
             settings["max_price"] = value  # up's --max-price is its old spot-bid spelling
@@ -125,6 +129,16 @@ def command_defaults(
     if command == "run" and "command" in job.data.get("run", {}):
         settings["command"] = job.command()
     return defaults, settings
+
+
+def _replaced_by_command_line(typed: set[str]) -> set[str]:
+    """The file's keys that a choice typed on the command line replaces rather than conflicts
+    with: its model source for any typed one, its length in one form for the other form."""
+    replaced = set(MODEL_SOURCES) if typed & set(MODEL_SOURCES) else set()
+    for form in LENGTH_FORMS:
+        if typed & set(form):
+            replaced |= {param for other in LENGTH_FORMS if other != form for param in other}
+    return replaced
 
 
 def _dropped_sections(

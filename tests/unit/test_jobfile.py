@@ -60,6 +60,22 @@ def test_flags_override_the_file_and_file_gpus_filter(here, capsys):
     assert plan_json(capsys, "--params-m", "350")["job"]["model"] is None
 
 
+def test_a_length_on_the_command_line_replaces_the_files_other_form(here, capsys):
+    """--samples replaces the file's epochs/dataset_size (and the reverse), as a model source
+    does: no "both set the job's length" conflict naming a flag nobody typed."""
+    write(here / "orch.yaml", "model: bert-large\njob:\n  epochs: 3\n  dataset_size: 1000\n")
+    plan = plan_json(capsys, "--samples", "500")
+    assert (plan["job"]["samples"], plan["job"]["epochs"], plan["job"]["dataset_size"]) == (
+        500,
+        None,
+        None,
+    )
+    assert plan_json(capsys, "--epochs", "2")["job"]["dataset_size"] == 1000  # the rest stays
+    write(here / "orch.yaml", "model: bert-large\njob:\n  samples: 5000\n")
+    plan = plan_json(capsys, "--epochs", "2", "--dataset-size", "100")
+    assert plan["job"]["samples"] is None and plan["assumptions"]["samples"] == 200
+
+
 def test_the_plan_records_file_and_git_revision(here, capsys):
     job = write(here / "job.yaml", "model: bert-large\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-C", str(here)]
