@@ -11,6 +11,7 @@ a user names is the spot bid, `--spot-bid` (see commands/boxes.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -154,7 +155,7 @@ def parse_throughput(values: tuple[str, ...]) -> dict[str, float]:
             rate = float(number)
         except ValueError:
             rate = -1.0
-        if not sep or rate <= 0:
+        if not sep or not math.isfinite(rate) or rate <= 0:  # float() takes nan and inf
             raise UsageError(f"--throughput expects GPU=SAMPLES_PER_S, got {value!r}")
         result[name.strip()] = rate
     if result:

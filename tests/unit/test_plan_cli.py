@@ -70,6 +70,8 @@ def test_plan_does_not_import_cloud_sdks_or_terraform() -> None:
         (["--model", "bert-large", "--max-price", "nan"], "--max-price must be a finite"),
         (["--model", "bert-large", "--dataset-gib", "inf"], "--dataset-gib must be a finite"),
         (["--model", "bert-large", "--lora-dropout=nan"], "--lora-dropout"),
+        (["--model", "bert-large", "--throughput", "A10G=nan"], "--throughput"),
+        (["--model", "bert-large", "--throughput", "A10G=inf"], "--throughput"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
