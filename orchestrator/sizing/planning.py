@@ -93,7 +93,10 @@ def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -
         return "no instance with a public price fits; unpriced types fit (see `orch catalog`)"
     if options.max_price is not None or options.deadline_hours is not None:
         unbounded = rank(job, replace(options, max_price=None, deadline_hours=None))
-        priced = [c for c in unbounded.candidates if c.cost is not None]
+        # Boxes the plan could choose once relaxed (not an unverified price under --cloud any).
+        priced = winners(unbounded, options) or [
+            c for c in unbounded.candidates if c.cost is not None
+        ]
         if priced:
             best = min(priced, key=lambda c: c.price_per_hour or 0.0)
             fastest = min(priced, key=lambda c: c.hours)

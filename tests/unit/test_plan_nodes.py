@@ -272,3 +272,16 @@ def test_the_job_file_sets_nodes(capsys, tmp_path, monkeypatch) -> None:
     (tmp_path / "orch.yaml").write_text("model: gpt2\nresources:\n  nodes: 0\n")
     code, _, err = run_cli(capsys, "plan", "--json")
     assert code == 2 and "nodes" in err
+
+
+def test_a_price_cap_names_the_cheapest_box_that_could_win_without_it() -> None:
+    """Past --max-price, the line names a box the plan could choose once the cap is raised to
+    its price: under --cloud any not one whose price is unverified (Aliyun's shipped prices)."""
+    job = JobSpec(model="llama-3-8b", zero=3)
+    options = PlanOptions(nodes=2, max_price=5.0)
+    with pytest.raises(UsageError) as caught:
+        plan_job(job, options)
+    found = re.search(r"cheapest fitting box is (\S+) at \$([\d.]+)/h", caught.value.message)
+    assert found is not None, caught.value.message
+    plan = plan_job(job, replace(options, max_price=float(found[2]) + 0.001))
+    assert plan.choice.instance_type == found[1]
