@@ -11,6 +11,7 @@ and model exist).
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -136,13 +137,7 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
     rows = []
     for raw in data.get("instance", []):
         where = f"{cloud}.toml instance {raw.get('name')!r}"
-        prices = {
-            region: Price(
-                on_demand=None if p.get("on_demand") is None else float(p["on_demand"]),
-                spot=None if p.get("spot") is None else float(p["spot"]),
-            )
-            for region, p in raw.get("prices", {}).items()
-        }
+        prices = _prices(raw.get("prices", {}), where)
         price_source = _source(raw.get("price_source", defaults.get("price_source")), shared, where)
         refreshed = overlay.get(raw["name"]) or {}
         # A shipped price without a dated authoritative source stays unverified until the
@@ -171,6 +166,33 @@ def _instances_of(cloud: str) -> tuple[InstanceType, ...]:
             )
         )
     return tuple(rows)
+
+
+def _prices(raw: Any, where: str) -> dict[str, Price]:
+    """A row's prices: a table of regions, each a table with a positive finite `on_demand`
+    and/or `spot` (a plugin cloud's own catalog file is read here too, unchecked otherwise:
+    a zero, negative or NaN price would win every plan)."""
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where}: prices must be a table of regions")
+    prices = {}
+    for region, entry in raw.items():
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{where}: prices.{region} must be a table (on_demand, spot)")
+        values: dict[str, float | None] = {}
+        for market in ("on_demand", "spot"):
+            value = entry.get(market)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise CatalogError(
+                    f"{where}: prices.{region}.{market} must be a positive number, not {value!r}"
+                )
+            values[market] = None if value is None else float(value)
+        prices[region] = Price(on_demand=values["on_demand"], spot=values["spot"])
+    return prices
 
 
 def _efa_interfaces(raw: dict[str, Any], shared: dict[str, Any], where: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 from pathlib import Path
 
@@ -382,12 +383,37 @@ def test_validation_reports_an_instance_with_an_unknown_gpu(tmp_path, monkeypatc
     assert any("unknown GPU 'A10X'" in p for p in problems)
 
 
-def test_validation_reports_a_negative_price(tmp_path, monkeypatch, fresh_cache):
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("on_demand = -0.526", "on_demand must be a positive number, not -0.526"),
+        ("on_demand = 0", "on_demand must be a positive number, not 0"),
+        ("on_demand = nan", "on_demand must be a positive number, not nan"),
+        ('on_demand = "0.526"', "on_demand must be a positive number, not '0.526'"),
+    ],
+)
+def test_loading_rejects_a_price_that_is_not_a_positive_number(
+    tmp_path, monkeypatch, fresh_cache, bad, message
+):
+    """Checked when read, not only by validate_catalog() in the tests: a plugin cloud's own
+    catalog file goes through the same loader, and a zero, negative or NaN price would win
+    every plan ("$-2.44 for the job"), a string was a traceback."""
     data = _copy_data(tmp_path)
     text = (data / "aws.toml").read_text()
-    (data / "aws.toml").write_text(text.replace("on_demand = 0.526", "on_demand = -0.526", 1))
+    (data / "aws.toml").write_text(text.replace("on_demand = 0.526", bad, 1))
     monkeypatch.setattr(loader, "DATA_DIR", data)
-    assert any("prices must be positive" in p for p in validate_catalog())
+    with pytest.raises(loader.CatalogError, match=re.escape(message)):
+        loader.load_instances("aws")
+
+
+def test_loading_rejects_a_region_that_is_not_a_table(tmp_path, monkeypatch, fresh_cache):
+    data = _copy_data(tmp_path)
+    text = (data / "aws.toml").read_text()
+    line = next(line for line in text.splitlines() if "on_demand = 0.526" in line)
+    (data / "aws.toml").write_text(text.replace(line, line.split(" = ")[0] + " = 0.526", 1))
+    monkeypatch.setattr(loader, "DATA_DIR", data)
+    with pytest.raises(loader.CatalogError, match="must be a table"):
+        loader.load_instances("aws")
 
 
 def test_loading_rejects_a_source_without_a_date(tmp_path, monkeypatch, fresh_cache):
