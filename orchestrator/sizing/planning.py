@@ -109,6 +109,11 @@ def nothing_fits_message(job: JobSpec, options: PlanOptions, ranking: Ranking) -
     head = "nothing fits"
     if job.precision == "bf16" and any("cannot train" in r for r in reasons):
         head += f" ({reasons[0]})"
+        if all("cannot train" in r for r in reasons):  # memory is not what rules them out
+            return (
+                f"{head}; train in --precision amp-bf16 (costed as amp-fp16 there), amp-fp16"
+                " or fp32, or leave GPUs with bf16 in the choice (--gpu, --instance-type)"
+            )
     elif ranking.memory_by_count:
         by_count = ranking.memory_by_count
         count, least = min(by_count.items(), key=lambda kv: kv[1].total_bytes)

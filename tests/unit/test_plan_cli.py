@@ -72,6 +72,8 @@ def test_plan_does_not_import_cloud_sdks_or_terraform() -> None:
         (["--model", "bert-large", "--lora-dropout=nan"], "--lora-dropout"),
         (["--model", "bert-large", "--throughput", "A10G=nan"], "--throughput"),
         (["--model", "bert-large", "--throughput", "A10G=inf"], "--throughput"),
+        # Ruled out by precision, not memory: the advice is a precision, not a smaller batch.
+        (["--model", "bert-large", "--precision", "bf16", "--gpu", "T4"], "amp-fp16 or fp32"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
