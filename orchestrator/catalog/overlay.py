@@ -270,15 +270,17 @@ def merge_refresh(
     """Lay freshly fetched prices over `overlay`.
 
     `current` holds the prices in effect now (type -> region -> Price); `fetched` is what the
-    price API returned (type -> region -> {"on_demand": x | None, "spot": y | None}); None
-    keeps the figure in effect. `source_for_region(region)` names the API call.
+    price API returned (type -> region -> {"on_demand": x | None, "spot": y | None}); None,
+    or a figure that is not a positive number (a TradePrice of 0 after a discount), keeps the
+    figure in effect: the overlay's reader refuses it, which would stop every later plan.
+    `source_for_region(region)` names the API call.
     Returns the new overlay and one PriceChange per fetched type and region.
     """
     result: Overlay = {t: dict(regions) for t, regions in overlay.items()}
     changes: list[PriceChange] = []
     for instance_type in sorted(fetched):
         for region in sorted(fetched[instance_type]):
-            row = fetched[instance_type][region]
+            row = {m: _usable(fetched[instance_type][region].get(m)) for m in MARKETS}
             old = current.get(instance_type, {}).get(region)
             if all(row.get(m) is None for m in MARKETS):
                 changes.append(PriceChange(instance_type, region, old, old, "unavailable"))
@@ -299,3 +301,10 @@ def merge_refresh(
             status = "new" if old is None else "unchanged" if _same(old, new) else "changed"
             changes.append(PriceChange(instance_type, region, old, new, status))
     return result, changes
+
+
+def _usable(value: Any) -> float | None:
+    """A fetched price the overlay can hold (a positive finite number), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None

@@ -266,3 +266,21 @@ def test_offline_catalog_commands_load_no_sdk_and_no_parser(cli_env):
     table = orch("catalog", "instances", "--cloud", "aliyun", "--gpu", "V100-32GB", env=cli_env)
     (line,) = [row for row in table.stdout.splitlines() if f" {UNPRICED} " in row]
     assert " 0.900 " in line and "cn-hangzhou" in line
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_fetched_price_that_is_not_positive_keeps_the_old_figure(data_home, bad):
+    """A price API's 0 (DescribePrice's TradePrice after a full discount) or junk is not
+    written: the overlay's reader refuses it, and every later plan would stop there."""
+    current = {"a": {"r1": Price(1.0, 0.3)}}
+    fetched = {"a": {"r1": {"on_demand": bad, "spot": 0.25}}}
+    overlay, changes = ov.merge_refresh(
+        {}, current, fetched, date="2026-12-02", source_for_region=source
+    )
+    assert overlay["a"]["r1"].price == Price(1.0, 0.25)
+    assert overlay["a"]["r1"].kept == ("on_demand",)
+    ov.write_overlay("aliyun", overlay, "2026-12-02")
+    assert ov.read_overlay("aliyun")["a"]["r1"].price == Price(1.0, 0.25)
+    fetched = {"a": {"r1": {"on_demand": bad, "spot": None}}}
+    _, changes = ov.merge_refresh({}, current, fetched, date="2026-12-02", source_for_region=source)
+    assert [c.status for c in changes] == ["unavailable"]
