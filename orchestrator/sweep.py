@@ -271,31 +271,54 @@ def _reap(
 ) -> bool:
     """Whether the sweeper destroys `group`: an expired box; for a pool box (orch:pool), also
     one whose pool record or entry is gone (nobody will ever lease or destroy it), but never
-    one under a lease that has not ended, whatever its expiry."""
+    one under a lease that has not ended, whatever its expiry.
+
+    The record is read as the pool reads it (pool/entries.py): one that is not a pool's is
+    unreadable (kept), a damaged entry is one the pool no longer lists. A pool in a local
+    store lives on the machine that made its boxes: elsewhere (no record of the box here) its
+    record cannot be read, and a pool of the same name here is another pool."""
     tags = next((r.tags for r in group.resources if r.tags.get(POOL_TAG)), None)
     if tags is None:
         return group.expired
-    from orchestrator.pool.record import lease_expired, record_key
+    from orchestrator.pool.entries import entry_problem
+    from orchestrator.pool.record import check_record, lease_expired, record_key
     from orchestrator.pool.store import open_store
 
     pool, store_url = tags[POOL_TAG], tags.get(POOL_STORE_TAG, "local")
+    if store_url == "local" and not _made_here(group.box):
+        group.reason = f"pool {pool} is kept on another machine (a local store); by its expiry"
+        return group.expired
     if (store_url, pool) not in pools:
         try:
             store = open_store(None if store_url == "local" else store_url)
             found = store.read(record_key(pool))
-            pools[(store_url, pool)] = found.data if found else None
+            pools[(store_url, pool)] = None if found is None else check_record(found.data, pool)
         except OrchError as exc:
             group.reason = f"pool {pool}: record unreadable ({exc.one_line()}); kept"
             return False
     record = pools[(store_url, pool)]
-    entry = (record or {}).get("boxes", {}).get(group.box)
+    entry = None if record is None else record["boxes"].get(group.box)
     if record is None or entry is None:
         group.reason = f"pool {pool} " + ("is gone" if record is None else "no longer lists it")
         return True
-    if entry.get("state") == "leased" and not lease_expired(entry, now):
-        group.reason = f"leased from pool {pool} until {entry['lease'].get('expires_at')}"
+    damaged = entry_problem(pool, group.box, entry)
+    if damaged is not None:
+        group.reason = f"pool {pool}'s entry is damaged (it {damaged}): no longer listed"
+        return True
+    if entry["state"] == "leased" and not lease_expired(entry, now):
+        group.reason = f"leased from pool {pool} until {entry['lease']['expires_at']}"
         return False
     return group.expired
+
+
+def _made_here(box: str) -> bool:
+    """Whether this machine has a record of box `box` (a tag value: any text)."""
+    from orchestrator.provision.boxes import box_exists
+
+    try:
+        return box_exists(box)
+    except UsageError:
+        return False
 
 
 def _destroy_group(cloud: Cloud, group: BoxGroup, dry_run: bool) -> None:

@@ -101,7 +101,20 @@ def local_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalStore:
     return open_store(None)  # type: ignore[return-value]
 
 
+def made_here(*names: str) -> None:
+    """This machine's records of boxes it started (a local pool's boxes are made here)."""
+    from orchestrator.provision.boxes import Box, box_directory
+
+    for name in names:
+        directory = box_directory(name)
+        directory.mkdir(parents=True)
+        Box(name=name, directory=directory, cloud="aws", region="us-east-1",
+            candidate=candidate("g5.xlarge"), state="up", created_at=iso(NOW), expires_at=None,
+            outputs={}, owner="me", state_url=None).save()  # fmt: skip
+
+
 def test_the_sweeper_keeps_a_leased_pool_box_until_its_lease_ends(local_pool):
+    made_here("gpu-aaaaaa")
     past, future = iso(NOW - timedelta(hours=1)), iso(NOW + timedelta(hours=1))
     data = record_with(**{"gpu-aaaaaa": box("leased", iso(NOW), past, lease_until=future)})
     local_pool.create(pool_record.record_key("gpu"), data)
@@ -115,6 +128,7 @@ def test_the_sweeper_keeps_a_leased_pool_box_until_its_lease_ends(local_pool):
 
 def test_the_sweeper_reaps_pool_boxes_whose_pool_or_entry_is_gone(local_pool):
     future = iso(NOW + timedelta(hours=5))
+    made_here("gone-aaaaaa", "gpu-bbbbbb", "gpu-cccccc")
     (orphan,) = groups_for("gone-aaaaaa", future, pool="gone")
     assert not orphan.expired and _reap(orphan, NOW, {}) and "pool gone is gone" in orphan.reason
     local_pool.create(pool_record.record_key("gpu"), record_with())
@@ -125,6 +139,42 @@ def test_the_sweeper_reaps_pool_boxes_whose_pool_or_entry_is_gone(local_pool):
         pool_record.record_key("gpu")).etag)  # fmt: skip
     (listed,) = groups_for("gpu-cccccc", future)
     assert not _reap(listed, NOW, {})  # a live pool's unexpired box stays
+
+
+def test_a_local_pool_s_boxes_are_judged_by_expiry_on_another_machine(local_pool):
+    """A pool in a local store is this machine's: a sweeper elsewhere (a CI schedule) finds no
+    record, or a pool of the same name there, and must not take that for "the pool is gone"
+    and destroy boxes under a lease. It leaves them to their expiry, as any box."""
+    future, past = iso(NOW + timedelta(hours=5)), iso(NOW - timedelta(minutes=1))
+    (elsewhere,) = groups_for("gpu-dddddd", future)  # no record of pool gpu here
+    assert not _reap(elsewhere, NOW, {}) and "another machine" in elsewhere.reason
+    local_pool.create(pool_record.record_key("gpu"), record_with())  # a "gpu" pool of its own
+    (same_name,) = groups_for("gpu-dddddd", future)
+    assert not _reap(same_name, NOW, {}) and "another machine" in same_name.reason
+    (expired,) = groups_for("gpu-eeeeee", past)
+    assert _reap(expired, NOW, {})  # past its expiry: swept as any box
+
+
+def test_the_sweeper_survives_a_damaged_pool_record(local_pool):
+    """Whoever can write the store can write anything: a damaged entry is one the pool no
+    longer lists (swept), a record that is not a pool's is unreadable (kept); never a crash
+    that stops the sweep of every other box."""
+    future = iso(NOW + timedelta(hours=5))
+    names = ("gpu-0000aa", "gpu-0000bb", "gpu-0000cc", "gpu-0000dd")
+    made_here(*names)
+    data = record_with(**{"gpu-0000aa": "ready", "gpu-0000bb": ["leased"],
+                          "gpu-0000cc": {**box("leased", iso(NOW)), "lease": "forever"},
+                          "gpu-0000dd": box("ready", iso(NOW), future)})  # fmt: skip
+    local_pool.create(pool_record.record_key("gpu"), data)
+    for name in names[:3]:
+        (group,) = groups_for(name, future)
+        assert _reap(group, NOW, {}) and "damaged" in group.reason, name
+    (fine,) = groups_for("gpu-0000dd", future)
+    assert not _reap(fine, NOW, {})
+    key = pool_record.record_key("gpu")
+    local_pool.replace(key, {**data, "boxes": []}, local_pool.read(key).etag)
+    (group,) = groups_for("gpu-0000dd", future)
+    assert not _reap(group, NOW, {}) and "record unreadable" in group.reason
 
 
 # ------------------------------------------------------------------------------ CLI
