@@ -121,8 +121,12 @@ def _summary_problem(summary: Any) -> str | None:
     if not isinstance(summary, dict):
         return f"has a bad box summary {shown(summary)}"
     for key in _SUMMARY_TEXT:
-        if summary.get(key) is not None and not isinstance(summary.get(key), str):
-            return f"has a bad box {key} {shown(summary.get(key))}"
+        value = summary.get(key)
+        # Shown to people as text (`status`): printable and short, as a lease's holder.
+        if value is not None and not (
+            isinstance(value, str) and value.isprintable() and len(value) <= 200
+        ):
+            return f"has a bad box {key} {shown(value)}"
     if summary.get("expires_at") is not None and not _moment(summary["expires_at"]):
         return f"has a bad box expires_at {shown(summary['expires_at'])}"
     price = summary.get("price_per_hour")

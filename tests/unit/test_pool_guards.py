@@ -371,3 +371,15 @@ def test_reconcile_probes_the_ready_boxes_at_once_and_replaces_the_silent(home, 
     assert [n for n in names if box_exists(n)] == ["gpu-2a2a2a"]  # destroyed in children
     assert any("gpu-1a1a1a does not answer over SSH (probe: connection refused" in s for s in said)
     assert list(home["store"].read(KEY).data["boxes"]) == ["gpu-2a2a2a"]
+
+
+def test_status_never_prints_record_text_with_escapes(home, capsys):
+    """The box summary in an entry is shown by `status` as text: a store writer's ESC
+    sequences there would clear the screen or forge lines. Such an entry is damaged."""
+    forged = {**entry(), "box": {"expires_at": FAR, "instance_type": "\x1b[2J\x1b[Hg5.xlarge",
+                                 "public_ip": "203.0.113.9\x1b]0;pwned\x07"}}  # fmt: skip
+    home["store"].create(KEY, record(**{"gpu-0a0a0a": forged, "gpu-0b0b0b": entry()}))
+    code, out, err = orch(capsys, "pool", "status", "gpu")
+    assert code == 0, err
+    assert "\x1b" not in out and all("\x1b" not in line for line in err)
+    assert "gpu-0b0b0b" in out and "gpu-0a0a0a       skipped: it has a bad box instance_type" in out
