@@ -56,5 +56,10 @@ class Pool:
 
 
 def open_pool(name: str, store_url: str | None, say: Say, **kwargs: Any) -> Pool:
+    """Pool `name` in its store. Its lines carry what boxes said (a failed reset's last
+    stderr line, a probe's ssh error: after a lease the box is the lessee's) and what the
+    shared record holds, so `say` gets them escaped (check/untrusted.py)."""
+    from orchestrator.check.untrusted import printable
+
     pool_record.validate_pool_name(name)
-    return Pool(name, open_store(store_url), say, **kwargs)
+    return Pool(name, open_store(store_url), lambda line: say(printable(line, None)), **kwargs)

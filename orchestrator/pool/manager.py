@@ -294,11 +294,14 @@ def reconcile(pool: Pool) -> dict[str, Any]:
 def _isolated(pool: Pool, actions: dict[str, list[str]], name: str, work: Callable,
               *args: Any) -> None:  # fmt: skip
     """Run one box's reconcile step; a failure is reported and the others go on."""
+    from orchestrator.check.untrusted import printable
+
     try:
         work(*args)
     except OrchError as exc:
-        pool.say(f"pool {pool.name}: {name}: {exc.one_line()}")
-        actions["failed"].append(f"{name}: {exc.one_line()}")
+        why = printable(exc.one_line(), None)  # it may carry a box's words
+        pool.say(f"pool {pool.name}: {name}: {why}")
+        actions["failed"].append(f"{name}: {why}")
 
 
 def _recover(pool: Pool, name: str, entry: dict[str, Any], at: Any, actions: dict,

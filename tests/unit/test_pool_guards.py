@@ -383,3 +383,48 @@ def test_status_never_prints_record_text_with_escapes(home, capsys):
     assert code == 0, err
     assert "\x1b" not in out and all("\x1b" not in line for line in err)
     assert "gpu-0b0b0b" in out and "gpu-0a0a0a       skipped: it has a bad box instance_type" in out
+
+
+def test_what_a_box_says_reaches_the_pool_s_lines_escaped(home, capsys, monkeypatch):
+    """After a lease the box is the lessee's: its shell can print anything on stderr. The
+    reset's failure (the script's last stderr line) and a probe's (ssh's last line, where a
+    box that drops the session before orch's exit marker speaks) reach `release` and
+    `reconcile` escaped, never as ESC sequences."""
+    from orchestrator.check.transport import CommandResult, Unreachable
+    from orchestrator.pool import manager, members
+
+    hostile = "\x1b]0;pwned\x07\x1b[2J\x1b[Hreset ok"
+
+    class Box_:
+        def __init__(self, box: Box) -> None:
+            self.box = box
+
+        def run(self, script: str, timeout: float, *, on_stdin: bool = False) -> CommandResult:
+            if self.box.name == "gpu-0a0a0a":
+                return CommandResult(1, "", f"rm: {hostile}\n")
+            raise Unreachable(f"ssh ubuntu@{self.box.name}: {hostile}")
+
+    monkeypatch.setattr(members, "transport", lambda pool, box: Box_(box))
+    monkeypatch.setattr(manager.health, "PROBE_TIMEOUT_S", 0)
+    for name in ("gpu-0a0a0a", "gpu-0b0b0b"):
+        make_box(home, name, POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**{"gpu-0a0a0a": leased(), "gpu-0b0b0b": entry()}))
+
+    code, out, err = orch(capsys, "pool", "release", "gpu", "gpu-0a0a0a", "--lease", LEASE_ID)
+    assert code == 0 and out.strip() == "box gpu-0a0a0a: destroyed", err
+    assert any("failed its reset" in line and "\\x1b]0;pwned" in line for line in err), err
+    code, out, err = orch(capsys, "pool", "reconcile", "gpu")
+    assert code == 0 and "replaced gpu-0b0b0b" in out, err
+    assert any("does not answer over SSH" in line and "\\x1b[2J" in line for line in err), err
+    assert "\x1b" not in out and all("\x1b" not in line for line in err)
+    # A failure of one box's step is listed under `failed`, which `reconcile` prints as text.
+    from orchestrator.errors import OrchError
+
+    def fails() -> None:
+        raise OrchError(f"asking the box: {hostile}")
+
+    actions: dict[str, list[str]] = {"failed": []}
+    manager._isolated(manager.open_pool("gpu", None, print), actions, "gpu-0c0c0c", fails)
+    assert actions["failed"] == [
+        "gpu-0c0c0c: asking the box: \\x1b]0;pwned\\x07\\x1b[2J\\x1b[Hreset ok"
+    ]
