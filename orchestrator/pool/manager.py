@@ -14,6 +14,7 @@ them; with the local store they live in this machine's ORCH_HOME.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -67,7 +68,7 @@ def lease(pool: Pool, wait_s: float, lease_ttl_s: float | None) -> dict[str, Any
     while True:
         data, outcome = pool.change(lambda d: _take(pool, d, lease_ttl_s))
         if outcome["kind"] == "ready":
-            box = _verified_for_lease(pool, outcome["box"], data)
+            box = _verified_for_lease(pool, outcome["box"], outcome["lease"], data)
             if outcome["box"] in pool.foreign:
                 members.drop(pool, outcome["box"])
                 continue
@@ -108,19 +109,22 @@ def _take(pool: Pool, data: dict[str, Any], lease_ttl_s: float | None) -> dict[s
     return {"kind": "full", "leased": leased, "max": data["max"]}
 
 
-def _verified_for_lease(pool: Pool, box_name: str, data: dict[str, Any]) -> Box | None:
-    """The leased box, once it is known to be this pool's; when that cannot be told now, the
-    lease is undone (the box is ready again) and the error raised."""
+def _verified_for_lease(pool: Pool, box_name: str, lease: dict, data: dict[str, Any]) -> Box | None:
+    """The leased box, once it is known to be this pool's. When it cannot be had here (whose
+    it is cannot be told now, its state or key cannot be read from the store, an interrupt),
+    nobody will ever learn the lease's id: the lease is undone (the box is ready again) and
+    the error raised."""
     try:
         return members.materialize(pool, box_name, data)
-    except Unverified:
+    except BaseException:
 
         def undo(d: dict[str, Any]) -> None:
             entry = d["boxes"].get(box_name)
-            if entry is not None and entry.get("state") == "leased":
+            if entry is not None and (entry.get("lease") or {}).get("id") == lease["id"]:
                 pool_record.set_state(entry, "ready")
 
-        pool.change(undo)
+        with contextlib.suppress(OrchError):  # the store failing too: the lease runs out
+            pool.change(undo)
         raise
 
 

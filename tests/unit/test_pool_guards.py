@@ -428,3 +428,25 @@ def test_what_a_box_says_reaches_the_pool_s_lines_escaped(home, capsys, monkeypa
     assert actions["failed"] == [
         "gpu-0c0c0c: asking the box: \\x1b]0;pwned\\x07\\x1b[2J\\x1b[Hreset ok"
     ]
+
+
+@pytest.mark.parametrize("failure", ["s3", "interrupt"])
+def test_a_lease_whose_box_cannot_be_reached_here_is_undone(home, monkeypatch, failure):
+    """`lease` writes the lease first, then finds the box here (on another machine: rebuilt from
+    the pool's S3 state and key). When that fails (S3 does not answer, Ctrl-C), nobody has the
+    lease id: the lease is undone, so the box is not held for nothing until its lease ends."""
+    from orchestrator.errors import OrchError
+    from orchestrator.pool import manager, members
+
+    def fails(pool: Any, name: str, data: Any = None) -> None:
+        if failure == "interrupt":
+            raise KeyboardInterrupt
+        raise OrchError("cannot read pools/gpu/state/gpu-0a0a0a from s3://b/p: timed out")
+
+    home["store"].create(KEY, record(**{"gpu-0a0a0a": entry(), "gpu-0b0b0b": leased()}))
+    monkeypatch.setattr(members, "materialize", fails)
+    with pytest.raises(KeyboardInterrupt if failure == "interrupt" else OrchError):
+        manager.lease(manager.open_pool("gpu", None, print), 0, None)
+    boxes = home["store"].read(KEY).data["boxes"]
+    assert boxes["gpu-0a0a0a"]["state"] == "ready" and boxes["gpu-0a0a0a"]["lease"] is None
+    assert boxes["gpu-0b0b0b"] == leased()  # someone else's lease is not touched
