@@ -213,8 +213,8 @@ def encode(data: dict[str, Any]) -> bytes:
 def decode(body: bytes, key: str, url: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
-    except ValueError as exc:
-        raise OrchError(f"record {key} in {url} is damaged: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # nested deeper than the interpreter's limit
+        raise OrchError(f"record {key} in {url} is damaged: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise OrchError(f"record {key} in {url} is not a JSON object")
     return data

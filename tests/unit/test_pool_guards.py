@@ -450,3 +450,24 @@ def test_a_lease_whose_box_cannot_be_reached_here_is_undone(home, monkeypatch, f
     boxes = home["store"].read(KEY).data["boxes"]
     assert boxes["gpu-0a0a0a"]["state"] == "ready" and boxes["gpu-0a0a0a"]["lease"] is None
     assert boxes["gpu-0b0b0b"] == leased()  # someone else's lease is not touched
+
+
+def test_a_record_nested_too_deep_for_json_is_one_line_not_a_traceback(home, capsys):
+    """json.loads raises RecursionError, not ValueError, for nesting deeper than the
+    interpreter's limit: a store writer could make every pool command, and the sweeper that
+    reads pool records, stop with a traceback."""
+    from datetime import datetime
+
+    from orchestrator.sweep import Resource, _reap, group_resources
+
+    path = home["store"].root / KEY
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"boxes": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    code, _, err = orch(capsys, "pool", "status", "gpu")
+    assert code == 1 and len(err) == 1, err
+    assert err[0].startswith(f"orch: error: record {KEY} in ") and "is damaged" in err[0]
+    make_box(home, "gpu-0a0a0a", POOL_TAGS, POOL_TAGS)
+    tags = {BOX_TAG: "gpu-0a0a0a", **POOL_TAGS}
+    instance = Resource("instance", "i-1", "g5.xlarge", tags, "faux-1", "running")
+    (group,) = group_resources("faux", "faux-1", [instance], datetime.now(UTC))
+    assert not _reap(group, datetime.now(UTC), {}) and "record unreadable" in group.reason
