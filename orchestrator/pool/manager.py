@@ -198,14 +198,18 @@ def _reset_or_destroy(pool: Pool, box_name: str) -> str:
         members.destroy(pool, box_name)
         return "destroyed"
 
-    def ready(data: dict[str, Any]) -> None:
+    def ready(data: dict[str, Any]) -> bool:
+        """Ready again, unless someone claimed the box meanwhile (`pool delete` sets every
+        entry `destroying`): that claim stands, or a runner could lease a box being
+        destroyed."""
         entry = data["boxes"].get(box_name)
-        if entry is not None:
-            pool_record.set_state(entry, "ready")
-            entry["released_at"] = pool_record.iso(pool_record.now())
+        if entry is None or entry.get("state") != "resetting" or entry.get("by") != pool.holder:
+            return False
+        pool_record.set_state(entry, "ready")
+        entry["released_at"] = pool_record.iso(pool_record.now())
+        return True
 
-    pool.change(ready)
-    return "ready"
+    return "ready" if pool.change(ready)[1] else "not made ready: the pool is destroying it"
 
 
 # ------------------------------------------------------------------------------ status

@@ -194,6 +194,10 @@ def provision_entry(
         entry = data["boxes"].get(box_name)
         if entry is None:
             raise OrchError(f"pool {pool.name}: box {box_name} was removed while it started")
+        if entry.get("state") != "provisioning":  # `pool delete` or reconcile destroys it
+            raise OrchError(
+                f"pool {pool.name}: box {box_name} was claimed for destruction while it started"
+            )
         entry["box"] = summary
         if lease_for is None:
             pool_record.set_state(entry, "ready")

@@ -471,3 +471,39 @@ def test_a_record_nested_too_deep_for_json_is_one_line_not_a_traceback(home, cap
     instance = Resource("instance", "i-1", "g5.xlarge", tags, "faux-1", "running")
     (group,) = group_resources("faux", "faux-1", [instance], datetime.now(UTC))
     assert not _reap(group, datetime.now(UTC), {}) and "record unreadable" in group.reason
+
+
+def test_work_finished_never_overwrites_a_claim_made_meanwhile(home, monkeypatch):
+    """`pool delete` (or reconcile) claims a box for destruction while a release resets it, or
+    while a lease starts it: the finished reset or start must not turn the entry back into a
+    ready or leased box, which another runner could lease while it is being destroyed."""
+    from orchestrator.errors import OrchError
+    from orchestrator.pool import manager, members, reset
+
+    make_box(home, "gpu-0a0a0a", POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**{"gpu-0a0a0a": leased(), "gpu-0b0b0b": entry()}))
+    pool = manager.open_pool("gpu", None, print)
+
+    def claimed_meanwhile(name: str) -> None:
+        def claim(data: dict[str, Any]) -> None:
+            pool_record.set_state(data["boxes"][name], "destroying", "deleter:1:abcdef")
+
+        manager.open_pool("gpu", None, print).change(claim)
+
+    monkeypatch.setattr(members, "transport", lambda pool, box: None)
+    monkeypatch.setattr(reset, "reset_box", lambda box, *_: claimed_meanwhile(box.name))
+    outcome = manager.release(pool, "gpu-0a0a0a", LEASE_ID, dirty=False)
+    assert outcome == "not made ready: the pool is destroying it"
+    assert home["store"].read(KEY).data["boxes"]["gpu-0a0a0a"]["by"] == "deleter:1:abcdef"
+
+    pool.change(lambda d: pool_record.set_state(d["boxes"]["gpu-0b0b0b"], "provisioning"))
+
+    def started(pool: Any, name: str) -> Box:  # the box came up while it was claimed
+        claimed_meanwhile(name)
+        return members.load_box("gpu-0a0a0a")
+
+    monkeypatch.setattr(members, "provision", started)
+    with pytest.raises(OrchError, match="claimed for destruction while it started"):
+        members.provision_entry(pool, "gpu-0b0b0b", lease_for=pool.holder)
+    entry_b = home["store"].read(KEY).data["boxes"]["gpu-0b0b0b"]
+    assert entry_b["state"] == "destroying" and entry_b["lease"] is None
