@@ -26,11 +26,13 @@ Say = Callable[[str], None]
 
 def up_request(pool: Pool, data: dict[str, Any], box_name: str) -> UpRequest:
     """The record's launch request for box `box_name`, checked again (the record is shared),
-    with the pool's tags and its own expiry."""
+    with the pool's tags and its own expiry. The store tag names where the record was read
+    from, never the record's own word for it: a box tagged for another store is not this
+    pool's (ownership.not_ours), and would be left running."""
     up = data["up"]
     if up.get("schema") is None:  # a record from before the whole request was kept
         up = {**up, "schema": REQUEST_SCHEMA, "plan": data["plan"], "ttl": data["ttl"]}
-    tags = {POOL_TAG: pool.name, POOL_STORE_TAG: data["store"]}
+    tags = {POOL_TAG: pool.name, POOL_STORE_TAG: store_tag(pool.store)}
     return UpRequest.from_dict({**up, "name": box_name}, extra_tags=tags)
 
 

@@ -110,14 +110,16 @@ def test_for_box_renames_and_counts_the_expiry_from_now():
         made.for_box("NO")
 
 
-def test_a_pool_record_from_before_the_request_was_kept_whole_still_launches():
+def test_a_pool_record_from_before_the_request_was_kept_whole_still_launches(tmp_path):
+    from orchestrator.pool.store import LocalStore
+
     data = {
         "plan": plan().to_dict(),
         "ttl": "8h",
         "store": "local",
         "up": {"ssh_cidrs": [CIDR], "allow_world_ssh": False, "spot_bid": None, "state_url": None},
     }
-    pool = manager.Pool("gpu", store=None, say=print)  # type: ignore[arg-type]
+    pool = manager.Pool("gpu", store=LocalStore(tmp_path), say=print)
     old = members.up_request(pool, data, "gpu-a1b2c3")
     assert old.name == "gpu-a1b2c3" and old.ttl == "8h" and old.ssh_cidrs == [CIDR]
     assert old.tags == {} and old.own_tags == {"orch:pool": "gpu", "orch:pool-store": "local"}
@@ -126,6 +128,19 @@ def test_a_pool_record_from_before_the_request_was_kept_whole_still_launches():
     damaged = {**data, "up": {**data["up"], "ssh_cidrs": "everyone"}}
     with pytest.raises(UsageError, match="ssh_cidrs"):
         members.up_request(pool, damaged, "gpu-a1b2c3")
+
+
+def test_a_pool_box_is_tagged_for_the_store_its_record_was_read_from(tmp_path):
+    """The record's own `store` field is the store writer's word: a record copied from another
+    prefix (or forged) named another store, its new boxes were tagged for it, and the pool then
+    found each not its own and left it running while reconcile started another."""
+    from orchestrator.pool.store import LocalStore
+
+    data = {"plan": plan().to_dict(), "ttl": "8h", "store": "s3://elsewhere/pools",
+            "up": {"ssh_cidrs": [CIDR], "allow_world_ssh": False, "state_url": None}}  # fmt: skip
+    pool = manager.Pool("gpu", store=LocalStore(tmp_path), say=print)
+    made = members.up_request(pool, data, "gpu-a1b2c3")
+    assert made.own_tags == {"orch:pool": "gpu", "orch:pool-store": "local"}
 
 
 def test_the_run_session_records_what_up_launched(tmp_path, monkeypatch):
