@@ -424,16 +424,22 @@ def delete(pool: Pool, force: bool) -> dict[str, Any]:
     """Destroy every box of the pool and its record; then ask the clouds what still carries
     the pool's tag, and delete that too (the cloud is the truth)."""
     data = pool.read()
-    leased = [n for n, e in data["boxes"].items() if e.get("state") == "leased"
-              and not pool_record.lease_expired(e)]  # fmt: skip
-    if leased and not force:
-        raise UsageError(
-            f"pool {pool.name} has leased boxes ({', '.join(sorted(leased))})",
-            hint="release them, or `orch pool delete --force`",
-        )
-    names = sorted(data["boxes"])
-    pool.change(lambda d: [pool_record.set_state(d["boxes"][n], "destroying", pool.holder)
-                           for n in names if n in d["boxes"]])  # fmt: skip
+
+    def claim_all(d: dict[str, Any]) -> list[str]:
+        """Every entry `destroying`, in the write that checks for leases: a box leased since
+        `data` was read is seen here, and refused without --force."""
+        leased = [n for n, e in d["boxes"].items() if e.get("state") == "leased"
+                  and not pool_record.lease_expired(e)]  # fmt: skip
+        if leased and not force:
+            raise UsageError(
+                f"pool {pool.name} has leased boxes ({', '.join(sorted(leased))})",
+                hint="release them, or `orch pool delete --force`",
+            )
+        for entry in d["boxes"].values():
+            pool_record.set_state(entry, "destroying", pool.holder)
+        return sorted(d["boxes"])
+
+    names = pool.change(claim_all)[1]
     # Entries with no box of this pool behind them are only dropped; the boxes are destroyed
     # all at once, each in a child of its own (Terraform runs one to a process).
     boxes = [name for name in names if members.materialize(pool, name, data) is not None]

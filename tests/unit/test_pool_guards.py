@@ -507,3 +507,27 @@ def test_work_finished_never_overwrites_a_claim_made_meanwhile(home, monkeypatch
         members.provision_entry(pool, "gpu-0b0b0b", lease_for=pool.holder)
     entry_b = home["store"].read(KEY).data["boxes"]["gpu-0b0b0b"]
     assert entry_b["state"] == "destroying" and entry_b["lease"] is None
+
+
+def test_delete_never_takes_a_box_leased_after_it_looked(home, monkeypatch):
+    """`pool delete` without --force refuses leased boxes; a runner that leases one between
+    delete's read of the record and its claim of every entry keeps it."""
+    from orchestrator.errors import UsageError
+    from orchestrator.pool import manager
+
+    make_box(home, "gpu-0a0a0a", POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**{"gpu-0a0a0a": entry()}))
+    real_read = manager.Pool.read
+    runner = manager.open_pool("gpu", None, print)
+
+    def read_then_lease(pool: Any) -> dict[str, Any]:
+        data = real_read(pool)
+        if pool is not runner:  # delete looked (the box was ready): now a CI job leases it
+            runner.change(lambda d: pool_record.lease_box(d, "gpu-0a0a0a", runner.holder, 3600))
+        return data
+
+    monkeypatch.setattr(manager.Pool, "read", read_then_lease)
+    with pytest.raises(UsageError, match="has leased boxes"):
+        manager.delete(manager.open_pool("gpu", None, print), force=False)
+    assert box_exists("gpu-0a0a0a")
+    assert home["store"].read(KEY).data["boxes"]["gpu-0a0a0a"]["state"] == "leased"
