@@ -22,7 +22,7 @@ from orchestrator.commands.identity_options import box_identity, instance_profil
 from orchestrator.commands.job_options import job_options
 from orchestrator.commands.launch_guard import DEFAULT_TTL, ready_to_launch, yes_option
 from orchestrator.commands.selection_options import up_selection_options
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchError, UsageError
 from orchestrator.jobfile.command import JobFileCommand, file_setting, job_file_option
 
 DEFAULT_RUN_TTL = DEFAULT_TTL
@@ -314,7 +314,17 @@ def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
     wait_s = bounded("--lease-wait", options["lease_wait"], low=0, high=DAY_S)
     leased = manager.lease(pool, wait_s, None)
     request = replace(request, box_name=leased["box"], check=False)
-    report = Run(request, make_say(False), make_progress(as_json), sink).execute()
+    try:
+        report = Run(request, make_say(False), make_progress(as_json), sink).execute()
+    except BaseException:  # not orch's own error (execute() stopped the job first)
+        try:  # the box goes back dirty, not held until its lease runs out
+            manager.release(pool, leased["box"], leased["lease_id"], True)
+        except OrchError as exc:
+            from orchestrator.check.untrusted import printable
+
+            why = printable(exc.one_line(), None)
+            make_say(False)(f"box {leased['box']} could not go back to its pool: {why}")
+        raise
     dirty = report.exit_code != 0
     outcome = manager.release(pool, leased["box"], leased["lease_id"], dirty)
     make_say(False)(f"box {leased['box']} went back to pool {options['pool']}: {outcome}")

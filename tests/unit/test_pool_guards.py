@@ -531,3 +531,33 @@ def test_delete_never_takes_a_box_leased_after_it_looked(home, monkeypatch):
         manager.delete(manager.open_pool("gpu", None, print), force=False)
     assert box_exists("gpu-0a0a0a")
     assert home["store"].read(KEY).data["boxes"]["gpu-0a0a0a"]["state"] == "leased"
+
+
+def test_run_on_a_pool_gives_the_box_back_when_the_run_raises(monkeypatch, tmp_path):
+    """`orch run --pool` releases the box it leased (dirty: a failed run may have left
+    anything) also when the run ends in an error that is not orch's own (a full disk here:
+    execute() stops the job and raises it), instead of holding it until the lease runs out."""
+    from orchestrator.commands import run as run_command
+    from orchestrator.pool import manager
+    from orchestrator.run import session
+    from orchestrator.run.spec import RunSpec
+
+    released: list[tuple[str, str, bool]] = []
+    monkeypatch.setattr(manager, "open_pool", lambda *_a, **_k: "the pool")
+    monkeypatch.setattr(manager, "lease", lambda *_a: {"box": "gpu-0a0a0a", "lease_id": LEASE_ID})
+
+    def release(pool: Any, box: str, lease_id: str, dirty: bool) -> str:
+        released.append((box, lease_id, dirty))
+        return "destroyed"
+
+    def full_disk(self: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(manager, "release", release)
+    monkeypatch.setattr(session.Run, "execute", full_disk)
+    spec = RunSpec(command=["true"], workdir=tmp_path)
+    request = session.RunRequest(spec=spec, box_name="pool-box")
+    options = {"as_json": True, "pool": "gpu", "pool_store": None, "lease_wait": 0.0}
+    with pytest.raises(OSError, match="No space left"):
+        run_command._run_on_pool(request, options, None)
+    assert released == [("gpu-0a0a0a", LEASE_ID, True)]
