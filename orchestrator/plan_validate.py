@@ -61,25 +61,34 @@ def validate_plan(plan: Plan, spot_bid: float | None = None) -> None:
 
 
 def validate_candidate(candidate: Candidate, where: str = "candidate") -> None:
+    """Every field of a plan row (`check_candidate_fields`), and its type in the catalog."""
+    check_candidate_fields(candidate, f"plan {where}")
+    _known_instance_type(candidate.cloud, candidate.instance_type, where)
+
+
+def check_candidate_fields(candidate: Candidate, what: str) -> None:
+    """Type, characters and range of every field of a plan row, as a plan and a box record
+    (box.json, a --state bundle) alike hold it; UsageError "WHAT: FIELD VALUE is not ...".
+    No catalog look-up: a box's record names the type it was made with, which may since have
+    left the catalog, and such a box must still be shown and destroyed."""
     from orchestrator import clouds
 
     def bad(field: str, value: object, expected: str) -> UsageError:
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        return UsageError(f"plan {where}: {field} {shown} is not {expected}")
+        return UsageError(f"{what}: {field} {shown} is not {expected}")
 
     name = _text(candidate.cloud, "cloud", bad, max_len=40)
     try:
         cloud = clouds.get(clouds.check_name(name))
     except UsageError as exc:
-        raise UsageError(f"plan {where}: {exc.message}") from None
+        raise UsageError(f"{what}: {exc.message}") from None
     rules = _rules(cloud)
 
     region = _text(candidate.region, "region", bad, max_len=40)
     if not rules.region_re.fullmatch(region):
         raise bad("region", region, f"a {name} region name")
-    instance_type = _text(candidate.instance_type, "instance_type", bad, max_len=64)
-    _known_instance_type(name, instance_type, where)
+    _text(candidate.instance_type, "instance_type", bad, max_len=64)
     if candidate.market not in MARKETS:
         raise bad("market", candidate.market, "on-demand or spot")
     user = candidate.ssh_user

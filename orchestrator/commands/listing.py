@@ -15,24 +15,25 @@ import click
 
 
 def _rows(boxes: list[Any]) -> list[list[str]]:
+    from orchestrator.check.untrusted import printable
+
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     rows = []
     for box in boxes:
         expires = box.expires_at or "-"
         if box.expires_at and box.expires_at < now:
             expires += " (expired)"
-        rows.append(
-            [
-                box.name,
-                _state_cell(box),
-                box.cloud,
-                box.region,
-                box.candidate.instance_type,
-                box.candidate.market,
-                str((box.outputs or {}).get("public_ip") or "-"),
-                expires,
-            ]
-        )
+        cells = [
+            box.name,
+            _state_cell(box),
+            box.cloud,
+            box.region,
+            box.candidate.instance_type,
+            box.candidate.market,
+            str((box.outputs or {}).get("public_ip") or "-"),
+            expires,
+        ]
+        rows.append([printable(cell, limit=100) for cell in cells])  # a record's words
     return rows
 
 

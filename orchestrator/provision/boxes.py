@@ -141,6 +141,12 @@ class Box:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], directory: Path) -> Box:
+        """The box a record describes; UsageError (one line naming the field) for a record
+        whose shape `check_record` refuses: hand-edited, damaged, or a hostile bundle's."""
+        try:
+            check_record(data)
+        except UsageError as exc:
+            raise UsageError(f"box record {directory / RECORD} is damaged: {exc.message}") from None
         try:
             return cls(
                 name=str(data["name"]),
@@ -174,6 +180,54 @@ class Box:
             json.dump(self.to_dict(), handle, indent=2, sort_keys=True)
             handle.write("\n")
         os.replace(tmp, self.record_path)
+
+
+def check_record(data: object) -> None:
+    """UsageError "FIELD VALUE is not ..." for the first field of a box record (box.json, or
+    the `box` of a --state bundle, which whoever can write the bucket controls) that `down`,
+    `status` and `list` could not read safely: a type they would crash on, or text that is not
+    printable. The plan row gets the plan's own rules, less the catalog look-up."""
+    from orchestrator.plan_validate import check_candidate_fields
+
+    def bad(field: str, value: object, expected: str) -> UsageError:
+        shown = repr(value)
+        return UsageError(
+            f"{field} {shown[:57] + '...' if len(shown) > 60 else shown} is not {expected}"
+        )
+
+    if not isinstance(data, dict):
+        raise UsageError("it is not a JSON object")
+    if not isinstance(data.get("name"), str) or not BOX_NAME_RE.fullmatch(data["name"]):
+        raise bad("name", data.get("name"), "a box name")
+    if data.get("state") not in BOX_STATES:
+        raise bad("state", data.get("state"), f"one of {', '.join(BOX_STATES)}")
+    for key, optional in _RECORD_TEXTS:
+        value = data.get(key)
+        if not (value is None and optional) and not _short_text(value):
+            raise bad(key, value, "a printable text of 1 to 256 characters")
+    for key, kind in (("outputs", dict), ("attempts", list)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise bad(key, data[key], f"a JSON {'object' if kind is dict else 'list'}")
+    if not all(isinstance(attempt, dict) for attempt in data.get("attempts") or []):
+        raise bad("attempts", data["attempts"], "a list of objects")
+    if data.get("error") is not None and not isinstance(data["error"], str):
+        raise bad("error", data["error"], "a text")
+    candidate = Candidate.from_dict(data.get("candidate"), "record")  # type: ignore[arg-type]
+    check_candidate_fields(candidate, "candidate")
+
+
+# Texts of a record that are shown or compared as text; (field, may be null).
+_RECORD_TEXTS = (
+    ("cloud", False),
+    ("region", False),
+    ("created_at", False),
+    ("expires_at", True),
+    ("state_url", True),
+)
+
+
+def _short_text(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 256 and value.isprintable()
 
 
 def load_box(name: str) -> Box:

@@ -198,9 +198,11 @@ def error_code(exc: BaseException) -> str:
 def verify_bundle(bundle: dict[str, Any], name: str, where: str) -> None:
     """Refuse (exit 2) a bundle that does not describe box `name`, the name typed on the
     command line: its record, its Terraform values and its tags must all say `name`, and its
-    cloud and region must agree everywhere and be valid. Whoever can write the bucket controls
-    the bundle; trusting its name made `down decoy` destroy another box and `../../..` point
-    Terraform at a fresh, empty state."""
+    cloud and region must agree everywhere and be valid, and every other field of its record
+    must have the shape `boxes.check_record` asks of box.json. Whoever can write the bucket
+    controls the bundle; trusting its name made `down decoy` destroy another box and
+    `../../..` point Terraform at a fresh, empty state, and its instance type reached the
+    terminal raw."""
     from orchestrator import clouds
 
     def refuse(why: str) -> UsageError:
@@ -237,6 +239,12 @@ def verify_bundle(bundle: dict[str, Any], name: str, where: str) -> None:
     if len(regions) != 1 or not isinstance(region, str) or not _REGION_RE.match(region):
         shown = ", ".join(sorted(repr(r) for r in regions))
         raise refuse(f"has inconsistent or invalid regions ({shown})")
+    from orchestrator.provision.boxes import check_record
+
+    try:  # every field `down` reads, before the bucket's state, Terraform or the cloud
+        check_record(record)
+    except UsageError as exc:
+        raise refuse(f"is damaged ({exc.message})") from None
 
 
 def state_facts(location: StateLocation, name: str, region: str) -> tuple[set[str], set[str]]:

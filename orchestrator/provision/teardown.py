@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator import clouds
+from orchestrator.check.untrusted import printable
 from orchestrator.clouds.values import TaggedResource
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision import ssh_alias, state_backend
@@ -72,7 +73,8 @@ def down(
             raise NoSuchBox(f"no box named {name!r}", hint="see `orch list`")
         location = _location_of(box, given)
         if (box.directory / "main.tf").exists():
-            say(f"destroying box {name} ({box.candidate.instance_type} in {box.region})")
+            shown = printable(f"{box.candidate.instance_type} in {box.region}", limit=None)
+            say(f"destroying box {name} ({shown})")
             previous = box.runner
             set_state(box, "destroying")
             try:

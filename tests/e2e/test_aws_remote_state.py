@@ -115,10 +115,20 @@ def test_tampered_bundles_are_refused_and_nothing_is_deleted(
     refused(name, "says cloud aliyun", "hashicorp/aws")
     put_json(s3, real_key, retarget(real, region="../us-east-1"))
     refused(name, "invalid regions")
+    # 5. A terminal escape, a string where a number belongs, a list where a text belongs.
+    for field, value in (("instance_type", "g4dn.xlarge\x1b[2J\x1b]0;owned\x07"),
+                         ("price_per_hour", "0.526"), ("gpu", ["T4"])):  # fmt: skip
+        hostile = copy.deepcopy(real)
+        hostile["box"]["candidate"][field] = value
+        put_json(s3, real_key, hostile)
+        refused(name, f"candidate: {field} ", "is damaged")
 
-    # The real bundle back, and a stale Terraform lock in the way: `down` names its holder
-    # while it waits; deleting the lock object (docs/provisioning.md) lets it through.
-    put_json(s3, real_key, real)
+    # The real bundle back, its type since gone from the catalog (a box must still be
+    # destroyable), and a stale Terraform lock in the way: `down` names its holder while it
+    # waits; deleting the lock object (docs/provisioning.md) lets it through.
+    retired = copy.deepcopy(real)
+    retired["box"]["candidate"]["instance_type"] = "g3.4xlarge"
+    put_json(s3, real_key, retired)
     lock_key = f"{PREFIX}/{name}/terraform.tfstate.tflock"
     put_json(s3, lock_key, {"ID": "5e1f-stale", "Operation": "OperationTypeApply",
                             "Who": "ci@runner-7", "Created": "2026-12-03T09:00:00Z"})  # fmt: skip
@@ -133,6 +143,7 @@ def test_tampered_bundles_are_refused_and_nothing_is_deleted(
             break
     rest = process.stderr.read()
     assert process.wait(timeout=300) == 0, "".join(seen) + rest
+    assert "destroying box victim (g3.4xlarge in us-east-1)" in "".join(seen) + rest
     assert_nothing_left(ec2, name)
     assert keys_in(s3) == set()
 

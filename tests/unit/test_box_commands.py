@@ -272,3 +272,46 @@ def test_status_of_an_unknown_box_is_one_error_line(capsys, home) -> None:
     code, _, err = run_cli(capsys, "status", "nobox")
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "no box named" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ({"candidate": {"price_per_hour": "0.158"}}, "price_per_hour"),  # was a ValueError
+        ({"candidate": {"gpu_count": None}}, "gpu_count"),
+        ({"candidate": {"gpu": ["T4"]}}, "gpu"),
+        ({"candidate": {"instance_type": "g4dn.xlarge\x1b[2J"}}, "instance_type"),
+        ({"attempts": ["g4dn.xlarge us-east-1"]}, "attempts"),  # was an AttributeError
+        ({"expires_at": 4070908800}, "expires_at"),  # was a TypeError
+        ({"state_url": ["s3://b/p"]}, "state_url"),
+    ],
+)
+def test_status_of_a_damaged_record_is_one_line(capsys, home, edit, field) -> None:
+    """A hand-edited or damaged box.json (or one rebuilt from a hostile bundle): `status` and
+    `down` name the field in one line (exit 2), never a traceback or the raw text."""
+    box = saved_box("exp1")
+    data = json.loads(box.record_path.read_text())
+    data["candidate"].update(edit.pop("candidate", {}))
+    data.update(edit)
+    box.record_path.write_text(json.dumps(data))
+    for argv in (("status", "exp1"), ("down", "exp1")):
+        code, out, err = run_cli(capsys, *argv)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, err
+        assert "box.json is damaged" in lines[0] and f" {field} " in lines[0], lines[0]
+        assert "\x1b" not in out + err
+    assert box.record_path.exists()
+
+
+def test_status_and_list_escape_what_the_cloud_said(capsys, home) -> None:
+    """Terraform outputs and errors are the cloud's words: shown escaped."""
+    saved_box(
+        "exp1",
+        outputs={"instance_id": "i-0abc\x1b[2J", "public_ip": "127.0.0.1\x1b]0;x\x07"},
+        error="quota\x1b[31m exceeded",
+    )
+    for argv in (("status", "exp1"), ("list",)):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 0, err
+        assert "\x1b" not in out and "\x07" not in out
+    assert "i-0abc\\x1b[2J" in run_cli(capsys, "status", "exp1")[1]

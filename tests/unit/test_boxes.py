@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -625,3 +626,71 @@ def test_a_permission_refused_after_the_probe_was_written_leaves_no_probe(monkey
     with pytest.raises(UsageError, match="s3:GetObject is denied"):
         state_backend.check_permissions(location, "remote1", "us-east-1")
     assert stored == set()
+
+
+# ------------------------------------------------------------------------------ bundle shape
+
+
+def bundle_of(record: dict[str, Any]) -> dict[str, Any]:
+    values = {"name": "victim", "region": "us-east-1", "default_tags": {"orch:box": "victim"}}
+    return {"box": record, "files": {"terraform.tfvars.json": json.dumps(values)}}
+
+
+def down_from_bundle(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bundle: dict[str, Any]
+) -> tuple[int, str, list[str]]:
+    """`orch down victim --state s3://bucket/ci` with the bucket holding `bundle`; what would
+    read the bucket's state, run Terraform, ask the cloud or delete objects is recorded."""
+    from tests.support import run_cli
+
+    called: list[str] = []
+    monkeypatch.setattr(state_backend, "bucket_region", lambda location: "us-east-1")
+    monkeypatch.setattr(state_backend, "download_bundle", lambda location, name, region: bundle)
+    monkeypatch.setattr(
+        state_backend, "state_facts", lambda *a: called.append("state") or (set(), set())
+    )
+    monkeypatch.setattr(state_backend, "delete_box_objects", lambda *a: called.append("delete"))
+    monkeypatch.setattr(teardown, "destroy", lambda *a: called.append("destroy"))
+    monkeypatch.setattr(teardown, "_end_on_cloud_truth", lambda *a: called.append("cloud"))
+    code, _, err = run_cli(capsys, "down", "victim", "--state", "s3://bucket/ci")
+    return code, err, called
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("instance_type", "g5.xlarge\x1b]0;owned\x07\x1b[2J"),  # a terminal escape
+        ("price_per_hour", "1.006"),  # a string where a number belongs
+        ("gpu_count", "8"),
+        ("gpu", ["A10G"]),  # a list where a string belongs
+        ("instance_type", ["g5.xlarge"]),
+    ],
+)
+def test_a_hostile_bundle_record_is_refused_in_one_line_with_nothing_destroyed(
+    home, monkeypatch, capsys, field, value
+):
+    """Whoever can write the bucket writes the bundle: every field `down` (and later
+    `status`) reads is checked before the bucket's state, Terraform or the cloud is used."""
+    record = make_box("victim").to_dict()
+    record["candidate"][field] = value
+    code, err, called = down_from_bundle(monkeypatch, capsys, bundle_of(record))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert f"candidate: {field} " in lines[0] and "nothing was destroyed" in lines[0]
+    assert "\x1b" not in err and "\x07" not in err
+    assert called == []
+    assert not (home / "boxes" / "victim").exists()
+
+
+def test_a_bundle_of_a_type_no_longer_in_the_catalog_is_still_destroyed(home, monkeypatch, capsys):
+    """The catalog changes; a box made with a type it no longer lists must still go."""
+    from orchestrator.plan_validate import validate_candidate
+
+    retired = candidate("g3.4xlarge", gpu="M60", gpu_count=1, gpu_memory_gib=8.0)
+    with pytest.raises(UsageError, match="not in the catalog"):
+        validate_candidate(retired)  # a plan may not name it
+    record = make_box("victim", candidate=retired).to_dict()
+    code, err, called = down_from_bundle(monkeypatch, capsys, bundle_of(record))
+    assert code == 0, err
+    assert "destroying box victim (g3.4xlarge in us-east-1)" in err
+    assert called == ["state", "destroy", "cloud", "delete"]
