@@ -18,7 +18,10 @@ started, and by then the file is gone. The config registers this one runner only
 
 GitLab: the runner token lands in the user data (as with ec2-github-runner): it only lets a
 runner take this project's jobs tagged orch-BOX, and `orch down` deletes that runner. On the
-box it sits in a root-only env file, not in the job script.
+box it sits in a root-only env file, not in the job script, and reaches the runner in its
+environment, never on its command line (which `ps` shows to every user). The shell executor
+hands the runner's environment to the job (executors/shell: `os.Environ()`), so the job, which
+runs as the same user and could read the runner's /proc environ anyway, sees it too.
 """
 
 from __future__ import annotations
@@ -53,8 +56,12 @@ _JOBS = {
     'ACTIONS_RUNNER_INPUT_JITCONFIG=$(<"$jit") && rm -f "$jit" || exit 1\n'
     "export ACTIONS_RUNNER_INPUT_JITCONFIG\n"
     "exec ./run.sh\n",
-    "gitlab": 'exec ./gitlab-runner run-single --url {url} --token "$ORCH_CI_TOKEN"'
-    ' --executor shell --max-builds 1 --wait-timeout "$ORCH_CI_WAIT"\n',
+    # The token goes in CI_SERVER_TOKEN, which run-single reads as --token
+    # (gitlabhq/gitlab-runner common/config.go, RunnerCredentials: `long:"token"
+    # env:"CI_SERVER_TOKEN"`): on the command line every user of the box would see it in ps.
+    "gitlab": 'export CI_SERVER_TOKEN="$ORCH_CI_TOKEN" && unset ORCH_CI_TOKEN || exit 1\n'
+    "exec ./gitlab-runner run-single --url {url} --executor shell --max-builds 1"
+    ' --wait-timeout "$ORCH_CI_WAIT"\n',
 }
 _FILES = {"github": "runner.tar.gz", "gitlab": "gitlab-runner"}
 

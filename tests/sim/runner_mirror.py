@@ -20,6 +20,10 @@ _RECORDER = (
     "#!/bin/bash\n"
     'printf "%s %s as=%s token=%s\\n" "{name}" "$*" "$(id -un 2>/dev/null || echo ?)"'
     ' "${{ORCH_CI_TOKEN:+set}}" >>"$STUB_LOG"\n'
+    # What the real gitlab-runner reads as --token (common/config.go: env:"CI_SERVER_TOKEN").
+    'if [ -n "${{CI_SERVER_TOKEN:-}}" ]; then\n'
+    '  printf "%s ci_server_token=%s\\n" "{name}" "$CI_SERVER_TOKEN" >>"$STUB_LOG"\n'
+    "fi\n"
     # What the real runner reads as --jitconfig (CommandSettings: ACTIONS_RUNNER_INPUT_*).
     'if [ -n "${{ACTIONS_RUNNER_INPUT_JITCONFIG:-}}" ]; then\n'
     '  printf "%s jitconfig=%s\\n" "{name}" "$ACTIONS_RUNNER_INPUT_JITCONFIG" >>"$STUB_LOG"\n'
