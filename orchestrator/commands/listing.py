@@ -47,18 +47,32 @@ def _state_cell(box: Any) -> str:
     return f"{box.state} (orch gone)" if "is gone" in text else f"{box.state} (running)"
 
 
+def _warn_damaged(damaged: dict[str, str]) -> None:
+    """A record orch cannot read still names a box that may be running and billing: say so
+    on stderr, one line each, rather than leave it out of the list unseen."""
+    from orchestrator.check.untrusted import printable
+
+    for name, why in damaged.items():
+        click.echo(
+            f"orch: warning: box {name} is not listed: {printable(why, limit=300)}"
+            f" (what it created carries the tag orch:box={name})",
+            err=True,
+        )
+
+
 def show_list(as_json: bool) -> None:
     """Every box: a table, or (--json) a list of `orch up --json` objects."""
-    from orchestrator.provision.boxes import list_boxes
+    from orchestrator.provision.boxes import read_boxes
     from orchestrator.textui import table
 
-    boxes = list_boxes()
+    boxes, damaged = read_boxes()
+    _warn_damaged(damaged)
     if as_json:
         from orchestrator.provision.display import box_summary
 
         click.echo(json.dumps([box_summary(b) for b in boxes], indent=2))
         return
-    if not boxes:
+    if not boxes and not damaged:
         click.echo("no boxes (create one with `orch up`)")
         return
     headers = ["name", "state", "cloud", "region", "instance", "market", "public ip", "expires"]

@@ -248,16 +248,24 @@ def box_exists(name: str) -> bool:
 
 def list_boxes() -> list[Box]:
     """Every box with a readable record, by name; damaged records are skipped."""
+    return read_boxes()[0]
+
+
+def read_boxes() -> tuple[list[Box], dict[str, str]]:
+    """Every box with a readable record, by name, and for each record that cannot be read
+    (damaged, hand-edited, unreadable) the one-line reason, by box name."""
     root = boxes_root()
     if not root.is_dir():
-        return []
-    boxes = []
+        return [], {}
+    boxes, damaged = [], {}
     for entry in sorted(root.iterdir()):
         if not (entry / RECORD).is_file() or not BOX_NAME_RE.match(entry.name):
             continue
-        with contextlib.suppress(OrchError):
+        try:
             boxes.append(load_box(entry.name))
-    return boxes
+        except OrchError as exc:
+            damaged[entry.name] = exc.one_line()
+    return boxes, damaged
 
 
 def lock_timeout_from_env() -> float:

@@ -303,6 +303,24 @@ def test_status_of_a_damaged_record_is_one_line(capsys, home, edit, field) -> No
     assert box.record_path.exists()
 
 
+def test_list_names_a_box_whose_record_it_cannot_read(capsys, home) -> None:
+    """A damaged record still names a box that may be running: `list` says so on stderr, one
+    line, escaped, instead of leaving it out unseen; the readable boxes are listed as before."""
+    saved_box("exp1")
+    damaged = saved_box("exp2")
+    data = json.loads(damaged.record_path.read_text())
+    data["candidate"]["instance_type"] = "g4dn.xlarge\x1b[2J"
+    damaged.record_path.write_text(json.dumps(data))
+    for argv in (("list",), ("list", "--json")):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 0, err
+        (line,) = err.strip().splitlines()
+        assert line.startswith("orch: warning: box exp2 is not listed: box record ")
+        assert "instance_type" in line and "orch:box=exp2" in line and "\x1b" not in line
+        assert "exp1" in out and "exp2" not in out
+    assert [b["name"] for b in json.loads(run_cli(capsys, "list", "--json")[1])] == ["exp1"]
+
+
 def test_status_and_list_escape_what_the_cloud_said(capsys, home) -> None:
     """Terraform outputs and errors are the cloud's words: shown escaped."""
     saved_box(
