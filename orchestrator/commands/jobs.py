@@ -116,9 +116,14 @@ def _print_log(transport: Any, script: str, sink: Any, run_id: str) -> None:
 
     reader = threading.Thread(target=drain, args=(proc.stderr,), daemon=True)
     reader.start()
-    while chunk := proc.stdout.read1(65536):
-        sink.write(chunk)
-        sink.flush()
+    try:
+        while chunk := proc.stdout.read1(65536):
+            sink.write(chunk)
+            sink.flush()
+    except BaseException:  # Ctrl-C, a closed pipe: ssh runs in a session of its own
+        proc.kill()
+        proc.wait()
+        raise
     code = proc.wait()
     reader.join(timeout=5)
     if code != 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,26 @@ def test_orch_logs_never_passes_the_box_s_stderr_to_the_terminal(monkeypatch, ca
     assert sink.getvalue() == b"job line\n"
     assert "\x1b" not in capfd.readouterr().err
     assert "\x1b" not in failed.value.one_line() and "ssh exit 1" in failed.value.one_line()
+
+
+def test_orch_logs_interrupted_ends_its_ssh(monkeypatch, tmp_path):
+    """ssh runs in a session of its own (a terminal's Ctrl-C reaches orch, not it): when orch
+    stops printing (Ctrl-C, a closed pipe), it ends the ssh it started instead of leaving it."""
+    from orchestrator.commands import jobs
+    from orchestrator.run import shell as run_shell
+
+    pid_file = tmp_path / "pid"
+    box_side = f"echo $$ > {pid_file}; printf 'job line\\n'; exec sleep 600"
+    monkeypatch.setattr(
+        run_shell, "stream_argv", lambda transport, script: ["bash", "-c", box_side]
+    )
+
+    class Interrupted(io.BytesIO):
+        def write(self, data: bytes) -> int:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        jobs._print_log(None, "cat output.log", Interrupted(), "r-20261203-101500-a1b2c3")
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no such process left
+        os.kill(pid, 0)
