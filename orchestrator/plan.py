@@ -10,8 +10,9 @@ plan.json is a stable, versioned contract (`schema`), readable by CI tools:
   "choice": Candidate,            # the winner
   "alternatives": [Candidate...], # next-best, in rank order: `orch up` fails over to these
   "cheaper_if": [{"flags": "--grad-checkpointing", "instance_type": ..., "cost": ...,
-                  "saving": 0.4, ...}]   # only when a memory lever would cost less
-}
+                  "saving": 0.4, ...}],  # only when a memory lever would cost less
+  "warnings": ["..."]             # about the job, not one box (absent when none); the table
+}                                 # prints them before the choice's own `warnings`
 
 Candidate (one row of the ranking):
 {
@@ -125,6 +126,9 @@ class Plan:
     source: dict[str, Any] = field(default_factory=dict)
     # The winner's type on 1, 2, 4 and 8 nodes (informational; sizing/select.node_scaling).
     scaling: list[dict[str, Any]] = field(default_factory=list)
+    # Warnings about the job rather than one box (a flag that changes nothing, a length past
+    # the model's positions, ...): the `warning:` lines the table prints before the choice's.
+    warnings: list[str] = field(default_factory=list)
 
     def candidates(self) -> list[Candidate]:
         """The winner then the alternatives: the failover order for `orch up`."""
@@ -143,6 +147,7 @@ class Plan:
             **({"assumptions": self.assumptions} if self.assumptions else {}),
             **({"source": self.source} if self.source else {}),
             **({"scaling": self.scaling} if self.scaling else {}),
+            **({"warnings": self.warnings} if self.warnings else {}),
         }
 
     @classmethod

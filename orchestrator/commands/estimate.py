@@ -123,7 +123,7 @@ OPTIONS = (*SHAPE_OPTIONS, Option(("--json",), "as_json", "flag", help="Print on
 
 def run_estimate(given: frozenset[str], as_json: bool, **job_kwargs: Any) -> None:
     job = job_from_options(**job_kwargs)
-    arch, warnings = resolve_architecture(job)
+    arch, warnings = resolve_architecture(job, given)
     memory = estimate_memory(arch, job)
     if as_json:
         print(json.dumps(estimate_result(arch, job, memory, warnings)))

@@ -68,7 +68,7 @@ def run_plan(
 ) -> None:
     job = job_from_options(**kwargs)
     options = selection_from_options(job, "gpus" in given, **kwargs)
-    ranking = rank(job, options)
+    ranking = rank(job, options, given)
     if not winners(ranking, options):
         raise UsageError(nothing_fits_message(job, options, ranking))
     result = plan_from_ranking(ranking, options)

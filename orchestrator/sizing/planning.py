@@ -71,6 +71,7 @@ def plan_from_ranking(ranking: Ranking, options: PlanOptions) -> Plan:
             SETUP_HOURS,
             [choice, *alternatives],
         ),
+        warnings=list(ranking.warnings),
     )
 
 

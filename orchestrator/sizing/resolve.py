@@ -12,9 +12,11 @@ that the length exceeds what the model was trained on.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 from orchestrator.errors import UsageError
+from orchestrator.sizing.activations import vocab_loss_bytes
 from orchestrator.sizing.architectures import (
     Architecture,
     ConfigError,
@@ -37,6 +39,7 @@ MAX_IMAGE = 16_384
 MAX_GPUS = 65_536
 MAX_LORA_RANK = 65_536
 MAX_GRAD_ACCUM = 1_000_000
+DEFAULT_ATTENTION = JobSpec().attention
 MIN_PARAMS_M = 1.0
 MAX_PARAMS_M = 10_000_000.0  # 10 T parameters
 
@@ -195,8 +198,37 @@ def _check_shape(arch: Architecture, job: JobSpec) -> list[str]:
     return warnings
 
 
-def resolve_architecture(job: JobSpec) -> tuple[Architecture, list[str]]:
-    """The job's model as an Architecture, plus warnings; UsageError for bad input."""
+def ignored_options(arch: Architecture, job: JobSpec, given: Collection[str] = ()) -> list[str]:
+    """One warning for each option that changes nothing for this model and job. Not an error:
+    a job file may set them for every model it is used with. `given`: the options the user
+    set (command line or job file); --attention always has a value, so on a CNN it warns when
+    given or when it is not the default."""
+    warnings = []
+    if job.lora_dropout > 0 and not job.lora_rank:
+        warnings.append(
+            f"--lora-dropout {job.lora_dropout:g} is ignored: it applies to LoRA adapters"
+            " and no --lora-rank is given"
+        )
+    if job.fused_ce and vocab_loss_bytes(arch, job) == 0:
+        warnings.append(f"--fused-ce is ignored: {arch.name} has no vocabulary cross-entropy loss")
+    attention_set = "attention" in given or job.attention != DEFAULT_ATTENTION
+    if attention_set and not arch.traits.transformer:
+        warnings.append(
+            f"--attention {job.attention} is ignored: {arch.name} is a CNN (no attention)"
+        )
+    if job.activation_offload and not arch.traits.transformer:
+        # activations._offload_savings counts transformer layers only: a CNN saves nothing.
+        warnings.append(
+            f"--activation-offload is not modelled for CNNs: {arch.name} is estimated without it"
+        )
+    return warnings
+
+
+def resolve_architecture(
+    job: JobSpec, given: Collection[str] = ()
+) -> tuple[Architecture, list[str]]:
+    """The job's model as an Architecture, plus warnings; UsageError for bad input. `given`:
+    the options the user set (see `ignored_options`)."""
     sources = _sources(job)
     if not sources:
         raise UsageError(
@@ -235,4 +267,5 @@ def resolve_architecture(job: JobSpec) -> tuple[Architecture, list[str]]:
         warnings.append(
             f"{arch.family} has no SDPA attention in transformers: estimated with eager attention"
         )
+    warnings.extend(ignored_options(arch, job, given))
     return arch, warnings

@@ -7,7 +7,7 @@ One ranked list drives both `orch plan` (the table, plan.json) and failover in `
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 
 from orchestrator.catalog import Gpu, InstanceType, load_gpus, load_instances
@@ -178,9 +178,10 @@ def root_volume_gib(base_gib: int, storage_bytes: float) -> int:
     return int(math.ceil((base_gib * GIB + storage_bytes) * 1.2 / GIB / 10) * 10)
 
 
-def rank(job: JobSpec, options: PlanOptions) -> Ranking:
-    """Every fitting (instance, region, market), cheapest job first, then fastest."""
-    arch, warnings = resolve_architecture(job)
+def rank(job: JobSpec, options: PlanOptions, given: Collection[str] = ()) -> Ranking:
+    """Every fitting (instance, region, market), cheapest job first, then fastest. `given`:
+    the options the user set, for the warnings about those that change nothing (resolve.py)."""
+    arch, warnings = resolve_architecture(job, given)
     # "--zero N with one GPU shards nothing" belongs to 1-GPU boxes only: it is attached to
     # those candidates below, not printed over an 8-GPU winner.
     zero_note = f"--zero {job.zero} with one GPU shards nothing"
