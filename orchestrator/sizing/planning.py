@@ -19,9 +19,9 @@ from orchestrator.sizing.select import (
     SETUP_HOURS,
     PlanOptions,
     Ranking,
+    cluster_market,
     instances_for,
     rank,
-    spot_clusters_of,
     unverified_allowed,
     winners,
 )
@@ -198,6 +198,6 @@ def _cluster_hourly(instance: InstanceType, options: PlanOptions) -> float | Non
         if (price := instance.price(region, spot=spot)) is not None
         and (options.max_price is None or price <= options.max_price)
         and (instance.price_verified(region) or unverified_allowed(options))
-        and not (spot and not spot_clusters_of(instance.cloud))
+        and cluster_market(instance.cloud, spot)
     ]
     return min(prices, default=None)

@@ -465,6 +465,13 @@ def spot_clusters_of(cloud: str) -> bool:
         return True
 
 
+def cluster_market(cloud: str, spot: bool) -> bool:
+    """Whether a plan may offer a cluster of `cloud` in this market: on-demand always, spot
+    only where the cloud runs spot clusters. The one rule for cluster rows, the nothing-fits
+    hint (planning.py) and the JSON `scaling` rows."""
+    return not spot or spot_clusters_of(cloud)
+
+
 def _cluster_candidates(
     ctx: _Context, rejected: dict[str, str], blocked: list[float]
 ) -> list[Candidate]:
@@ -485,7 +492,7 @@ def _cluster_candidates(
                 rejected.setdefault(f"{nodes} × {instance.name}", fit)
                 continue
             for row in _priced_candidates(instance, gpu, ctx.options, fit, ctx.storage_bytes):
-                if row.market == "spot" and not spot_clusters_of(row.cloud):
+                if not cluster_market(row.cloud, row.market == "spot"):
                     continue  # `up` could not launch it (the cloud's spot_clusters says why)
                 row.nodes = nodes
                 if row.cost is not None and row.price_per_hour is not None:
@@ -496,7 +503,9 @@ def _cluster_candidates(
 
 def node_scaling(job: JobSpec, options: PlanOptions, choice: Candidate) -> list[dict[str, object]]:
     """The winner's type at 1, 2, 4 and 8 nodes in its region and market: per-GPU memory,
-    whether it fits, samples/s, hours and cost for the job (JSON `scaling`)."""
+    whether it fits, samples/s, hours and cost for the job (JSON `scaling`). Node counts the
+    planner would not offer (no fixed network bandwidth; a spot winner on a cloud without
+    spot clusters, `cluster_market`) have no samples/s, hours or cost."""
     from orchestrator.catalog import find_instance
     from orchestrator.catalog.network import network_of
     from orchestrator.sizing.nodes import SCALING_NODES
@@ -504,7 +513,13 @@ def node_scaling(job: JobSpec, options: PlanOptions, choice: Candidate) -> list[
     ctx = _Context.of(job, options)
     instance = find_instance(choice.cloud, choice.instance_type)
     gpu = ctx.gpus[instance.gpu]
-    price = instance.price(choice.region, spot=choice.market == "spot")
+    spot = choice.market == "spot"
+    price = instance.price(choice.region, spot=spot)
+    # What _cluster_candidates would offer across nodes: a fixed network, and spot only where
+    # the cloud runs spot clusters.
+    clustered = network_of(instance.cloud, instance.name) is not None and cluster_market(
+        instance.cloud, spot
+    )
     rows: list[dict[str, object]] = []
     for nodes in SCALING_NODES:
         memory = ctx.memory_of(instance.gpu_count * nodes)
@@ -516,8 +531,8 @@ def node_scaling(job: JobSpec, options: PlanOptions, choice: Candidate) -> list[
             "hours": None,
             "cost": None,
         }
-        if nodes > 1 and network_of(instance.cloud, instance.name) is None:
-            rows.append(row)  # no fixed network bandwidth: not planned across nodes
+        if nodes > 1 and not clustered:
+            rows.append(row)  # not planned across nodes
             continue
         rate, _ = _cluster_speed(ctx, instance, gpu, nodes)
         hours = ctx.samples / rate / 3600 + SETUP_HOURS

@@ -121,10 +121,9 @@ def test_nodes_n_plans_exactly_n_nodes() -> None:
     assert {c.nodes for c in single} == {1}  # the default stays one node
 
 
-def test_aliyun_clusters_are_never_planned_spot(monkeypatch: pytest.MonkeyPatch) -> None:
-    """ECS puts no spot instance in a deployment set: no spot Aliyun cluster row is offered,
-    while spot Aliyun single boxes still are. (The shipped Aliyun catalog has no spot prices:
-    spot offers at half the on-demand price stand in for them here.)"""
+def _aliyun_spot_at_half_price(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped Aliyun catalog has no spot prices: spot offers at half the on-demand price
+    stand in for them."""
     from orchestrator.catalog.schema import InstanceType
 
     real = InstanceType.price
@@ -134,9 +133,40 @@ def test_aliyun_clusters_are_never_planned_spot(monkeypatch: pytest.MonkeyPatch)
         return on_demand / 2 if spot and on_demand is not None else real(self, region, spot)
 
     monkeypatch.setattr(InstanceType, "price", with_spot)
+
+
+def test_aliyun_clusters_are_never_planned_spot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ECS puts no spot instance in a deployment set: no spot Aliyun cluster row is offered,
+    while spot Aliyun single boxes still are."""
+    _aliyun_spot_at_half_price(monkeypatch)
     rows = rank(LLAMA_7B, PlanOptions(cloud="aliyun", nodes=None, spot=True)).candidates
     assert {c.market for c in rows if c.nodes > 1} == {"on-demand"}
     assert "spot" in {c.market for c in rows if c.nodes == 1}
+
+
+def test_scaling_offers_no_spot_cluster_where_the_planner_plans_none(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spot Aliyun winner's `scaling` rows on 2, 4 and 8 nodes have no cost (nor speed or
+    hours): the planner never offers a spot Aliyun cluster, so they were costs of something
+    `orch plan --nodes N` could not choose. On-demand Aliyun clusters keep theirs."""
+    _aliyun_spot_at_half_price(monkeypatch)
+    where = ("--cloud", "aliyun", "--region", "cn-hangzhou", "--allow-unverified-prices")
+    args = ("plan", "--model", "gpt2", *where, "--instance-type", "ecs.gn6v-c8g1.8xlarge", "--json")
+    code, out, err = run_cli(capsys, *args, "--spot")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["choice"]["market"] == "spot" and data["choice"]["nodes"] == 1
+    rows = {row["nodes"]: row for row in data["scaling"]}
+    assert rows[1]["cost"] == pytest.approx(data["choice"]["cost"], abs=0.02)
+    for nodes in (2, 4, 8):
+        assert rows[nodes]["cost"] is None, rows[nodes]
+        assert rows[nodes]["samples_per_s"] is rows[nodes]["hours"] is None, rows[nodes]
+    code, out, err = run_cli(capsys, *args)  # on-demand: clusters are planned
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["choice"]["market"] == "on-demand"
+    assert all(row["cost"] is not None for row in data["scaling"])
 
 
 def _rate(instance_type: str, nodes: int) -> float:
