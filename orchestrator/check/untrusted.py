@@ -40,3 +40,9 @@ def printable(text: object, limit: int | None = MAX_CHARS) -> str:
         text = text[:limit]
     safe = "".join(_escape(c) if _unsafe(c) else c for c in text)
     return safe + ("..." if cut else "")
+
+
+def printable_lines(text: object, limit: int | None = None) -> str:
+    """`text` escaped line by line (each line as `printable`): a multi-line message (a cloud's
+    or Terraform's error detail) stays readable, and no line can carry a terminal escape."""
+    return "\n".join(printable(line, limit) for line in str(text).splitlines())

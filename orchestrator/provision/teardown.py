@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator import clouds
-from orchestrator.check.untrusted import printable
+from orchestrator.check.untrusted import printable, printable_lines
 from orchestrator.clouds.values import TaggedResource
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision import ssh_alias, state_backend
@@ -84,7 +84,9 @@ def down(
                 _refuse_while_locked(box, exc)
                 # Terraform cannot refresh or destroy (a broken state, a config the provider
                 # now refuses): remove what carries the box's tag directly, through the cloud.
-                say(f"Terraform could not destroy box {name} ({exc.message}); deleting by tag")
+                # Terraform's diagnostics quote the cloud's words: escaped, line by line.
+                why = printable_lines(exc.message)
+                say(f"Terraform could not destroy box {name} ({why}); deleting by tag")
                 set_state(box, "failed", exc.message)
                 _end_on_cloud_truth(box, f"Terraform's destroy failed ({exc.message})")
             except Interrupted:

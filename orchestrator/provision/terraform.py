@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.check.untrusted import printable_lines
 from orchestrator.errors import EXIT_INTERRUPTED, OrchError, UsageError
 
 ENV_TERRAFORM = "ORCH_TERRAFORM"
@@ -326,9 +327,12 @@ class Terraform:
             return
         text = describe_event(event)
         if text:
+            # Resource ids and diagnostics are the cloud's words (an API error can quote a tag
+            # value anyone could set): escaped before they reach the terminal.
+            shown = printable_lines(text)
             # Leaving the read loop would orphan Terraform mid-apply: a lost line is harmless.
             with contextlib.suppress(OSError):
-                self.progress(f"[{elapsed:6.1f}s] {text}")
+                self.progress(f"[{elapsed:6.1f}s] {shown}")
 
 
 def _die_with_parent() -> Callable[[], None] | None:

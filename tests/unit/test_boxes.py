@@ -694,3 +694,25 @@ def test_a_bundle_of_a_type_no_longer_in_the_catalog_is_still_destroyed(home, mo
     assert code == 0, err
     assert "destroying box victim (g3.4xlarge in us-east-1)" in err
     assert called == ["state", "destroy", "cloud", "delete"]
+
+
+def test_terraform_s_destroy_error_is_said_escaped_line_by_line(home, monkeypatch):
+    """`down`'s "Terraform could not destroy" line quotes Terraform's diagnostic, the cloud's
+    words: escaped line by line on the terminal, kept as sent in the box record."""
+    box = make_box("esc1")
+    box.directory.mkdir(parents=True)
+    (box.directory / "main.tf").write_text("")
+    box.save()
+    message = "terraform destroy failed: tag \x1b]0;pwned\x07: detail\nsecond \x1b[2J"
+
+    def destroy(*args: object) -> None:
+        raise TerraformError(message)
+
+    monkeypatch.setattr(teardown, "destroy", destroy)
+    monkeypatch.setattr(teardown, "_end_on_cloud_truth", lambda box, why: None)
+    monkeypatch.setattr(teardown.ssh_alias, "remove_alias", lambda name: None)
+    said: list[str] = []
+    teardown.down("esc1", None, said.append)
+    line = next(text for text in said if text.startswith("Terraform could not destroy"))
+    assert "\x1b" not in line and "\x07" not in line
+    assert "tag \\x1b]0;pwned\\x07: detail\nsecond \\x1b[2J); deleting by tag" in line

@@ -158,6 +158,46 @@ def test_progress_lines_for_resource_events():
     assert describe(diagnostic) == "error: boom"
 
 
+def test_terraform_s_words_reach_the_progress_lines_escaped(clean_env, monkeypatch, tmp_path):
+    """Resource ids and diagnostics in Terraform's -json stream are the cloud's words (an API
+    error may quote a tag value anyone could set): each progress line is escaped, a multi-line
+    text line by line, while the diagnostics the error keeps stay as Terraform sent them."""
+    esc = "\x1b"
+    events = [
+        {
+            "type": "apply_start",
+            "hook": {"resource": {"addr": "x.a\x1b]0;pwned\x07"}, "action": "create"},
+        },
+        {
+            "type": "apply_complete",
+            "hook": {"resource": {"addr": "x.a"}, "action": "create", "id_value": "i-1\x1b[2J"},
+        },
+        {
+            "type": "diagnostic",
+            "diagnostic": {
+                "severity": "error",
+                "summary": "tag \x1b[32mOK\nsecond\x9b2J",
+                "detail": "d",
+            },
+        },
+    ]
+    stream = tmp_path / "events.jsonl"
+    stream.write_text("".join(json.dumps(event) + "\n" for event in events))
+    fake = tmp_path / "terraform"
+    fake.write_text(f'#!/bin/sh\ncat "{stream}"\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("ORCH_TERRAFORM", str(fake))
+    lines: list[str] = []
+    with pytest.raises(TerraformError) as info:
+        Terraform(tmp_path, progress=lines.append).apply()
+    shown = "\n".join(lines)
+    assert not any(c in shown for c in (esc, "\x07", "\x9b")), shown
+    assert "x.a\\x1b]0;pwned\\x07: creating" in shown
+    assert "(i-1\\x1b[2J)" in shown
+    assert "error: tag \\x1b[32mOK\nsecond\\x9b2J" in shown  # one escaped line per line
+    assert info.value.diagnostics[0]["summary"] == "tag \x1b[32mOK\nsecond\x9b2J"
+
+
 # ------------------------------------------------------------------------------ real runs
 
 
