@@ -14,9 +14,9 @@ Anything else is not the pool's: its entry is dropped and reported, and the box 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from orchestrator import jsontext
 from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG
 from orchestrator.errors import OrchError
 from orchestrator.provision.boxes import Box
@@ -53,7 +53,7 @@ def _rendered_tags(box: Box) -> dict[str, Any]:
     from orchestrator.provision.render import TFVARS_FILE
 
     try:
-        values = json.loads((box.directory / TFVARS_FILE).read_text())
+        values = jsontext.loads((box.directory / TFVARS_FILE).read_text())
     except (OSError, ValueError):
         return {}
     tags = values.get("tags") if isinstance(values, dict) else None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import jsontext
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.plan import Candidate
 
@@ -234,7 +235,7 @@ def load_box(name: str) -> Box:
     directory = box_directory(name)
     record = directory / RECORD
     try:
-        data = json.loads(record.read_text())
+        data = jsontext.loads(record.read_text())
     except FileNotFoundError:
         raise UsageError(f"no box named {name!r}", hint="see `orch list`") from None
     except (OSError, json.JSONDecodeError) as exc:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from orchestrator import jsontext
 from orchestrator.errors import OrchError, UsageError
 
 BUNDLE_SCHEMA = "orch.box/v1"
@@ -161,7 +162,7 @@ def download_bundle(location: StateLocation, name: str, region: str) -> dict[str
             return None
         raise OrchError(f"cannot read box {name} from {location.url}: {exc}") from None
     try:
-        data = json.loads(response["Body"].read())
+        data = jsontext.loads(response["Body"].read())
     except (ValueError, KeyError) as exc:
         raise OrchError(f"box {name} in {location.url} is damaged: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != BUNDLE_SCHEMA:
@@ -216,7 +217,7 @@ def verify_bundle(bundle: dict[str, Any], name: str, where: str) -> None:
     if not isinstance(record, dict) or not isinstance(files, dict):
         raise refuse("is damaged")
     try:
-        values = json.loads(files["terraform.tfvars.json"])
+        values = jsontext.loads(files["terraform.tfvars.json"])
     except (KeyError, TypeError, ValueError):
         raise refuse("has no usable terraform.tfvars.json") from None
     candidate = record.get("candidate")
@@ -255,7 +256,7 @@ def state_facts(location: StateLocation, name: str, region: str) -> tuple[set[st
         response = s3_client(region).get_object(
             Bucket=location.bucket, Key=location.state_key(name)
         )
-        state = json.loads(response["Body"].read())
+        state = jsontext.loads(response["Body"].read())
     except client_errors() as exc:
         if error_code(exc) in ("NoSuchKey", "404"):
             return set(), set()
@@ -329,7 +330,7 @@ def read_claim(location: StateLocation, name: str, region: str) -> dict[str, Any
         response = s3_client(region).get_object(
             Bucket=location.bucket, Key=location.claim_key(name)
         )
-        data = json.loads(response["Body"].read())
+        data = jsontext.loads(response["Body"].read())
     except client_errors() as exc:
         if error_code(exc) in ("NoSuchKey", "404"):
             return None
@@ -399,7 +400,7 @@ def lock_info(location: StateLocation, name: str, region: str) -> dict[str, Any]
     """Terraform's lock on box `name`'s state (its JSON: ID, Operation, Who, Created), if held."""
     try:
         response = s3_client(region).get_object(Bucket=location.bucket, Key=location.lock_key(name))
-        data = json.loads(response["Body"].read())
+        data = jsontext.loads(response["Body"].read())
     except client_errors():
         return None
     except ValueError:

@@ -10,13 +10,12 @@ down: lock the name -> (rebuild the box dir from S3 if this machine has none) ->
 from __future__ import annotations
 
 import functools
-import json
 import re
 import shutil
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator import clouds
+from orchestrator import clouds, jsontext
 from orchestrator.check.untrusted import printable, printable_lines
 from orchestrator.clouds.values import TaggedResource
 from orchestrator.errors import OrchError, UsageError
@@ -182,7 +181,7 @@ def restore_box(location: state_backend.StateLocation, name: str) -> Box:
     # Whoever can write the bucket controls the bundle: take only data from it (the tfvars),
     # and render the code that Terraform will run from this installation.
     try:
-        values = json.loads(dict(bundle.get("files") or {})[TFVARS_FILE])
+        values = jsontext.loads(dict(bundle.get("files") or {})[TFVARS_FILE])
     except (KeyError, TypeError, ValueError):
         values = None
     if not isinstance(values, dict):

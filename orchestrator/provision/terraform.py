@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import jsontext
 from orchestrator.check.untrusted import printable_lines
 from orchestrator.errors import EXIT_INTERRUPTED, OrchError, UsageError
 
@@ -221,7 +222,7 @@ class Terraform:
             )
         shown = self.run(["show", "-json", "-no-color", path])
         try:
-            return dict(json.loads(shown.stdout or "{}"))
+            return dict(jsontext.loads(shown.stdout or "{}"))
         except json.JSONDecodeError as exc:
             raise TerraformError(f"terraform show printed no JSON: {exc}") from None
 
@@ -239,7 +240,7 @@ class Terraform:
                 "terraform output failed: " + _last_error_lines(result.stdout + result.stderr)
             )
         try:
-            raw = json.loads(result.stdout or "{}")
+            raw = jsontext.loads(result.stdout or "{}")
         except json.JSONDecodeError as exc:
             raise TerraformError(f"terraform output printed no JSON: {exc}") from None
         return {name: item.get("value") for name, item in raw.items()}
@@ -375,7 +376,7 @@ def _parse_event(line: str) -> dict[str, Any] | None:
     if not line.startswith("{"):
         return None
     try:
-        event = json.loads(line)
+        event = jsontext.loads(line)
     except json.JSONDecodeError:
         return None
     return event if isinstance(event, dict) else None

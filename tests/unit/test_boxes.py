@@ -716,3 +716,73 @@ def test_terraform_s_destroy_error_is_said_escaped_line_by_line(home, monkeypatc
     line = next(text for text in said if text.startswith("Terraform could not destroy"))
     assert "\x1b" not in line and "\x07" not in line
     assert "tag \\x1b]0;pwned\\x07: detail\nsecond \\x1b[2J); deleting by tag" in line
+
+
+# ------------------------------------------------------------------------------ nested JSON
+
+# Nested deeper than the interpreter's recursion limit: json.loads raises RecursionError, which
+# is not a ValueError, for it.
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_bundle_whose_tfvars_nest_too_deep_is_refused_in_one_line(home, monkeypatch, capsys):
+    record = make_box("victim").to_dict()
+    bundle = {"box": record, "files": {"terraform.tfvars.json": DEEP}}
+    code, err, called = down_from_bundle(monkeypatch, capsys, bundle)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("orch: error: "), err
+    assert "terraform.tfvars.json" in lines[0] and "nothing was destroyed" in lines[0]
+    assert called == []
+    # restore_box's own read of the values, past verify_bundle: one line too.
+    monkeypatch.setattr(state_backend, "verify_bundle", lambda *a: None)
+    monkeypatch.setattr(state_backend, "bucket_region", lambda location: "us-east-1")
+    monkeypatch.setattr(state_backend, "download_bundle", lambda *a: bundle)
+    monkeypatch.setattr(state_backend, "state_facts", lambda *a: (set(), set()))
+    with pytest.raises(OrchError, match="no usable terraform.tfvars.json"):
+        teardown.restore_box(state_backend.parse_state_url("s3://bucket/ci"), "victim")
+
+
+@pytest.mark.parametrize(
+    ("read", "outcome"),
+    [
+        (state_backend.download_bundle, "box remote1 in s3://bucket/ci is damaged"),
+        (state_backend.state_facts, "the state of box remote1 in s3://bucket/ci is not JSON"),
+        (state_backend.read_claim, {}),  # unreadable: as for any claim that is not JSON
+        (state_backend.lock_info, {}),
+    ],
+)
+def test_bucket_objects_nested_too_deep_are_read_as_damaged(monkeypatch, read, outcome):
+    """Whoever can write the bucket writes these objects: nesting past the recursion limit
+    is damage (one line, or the reader's 'unreadable' answer), never a traceback."""
+
+    class Client:
+        def get_object(self, **_kwargs: object) -> dict[str, object]:
+            return {"Body": type("Body", (), {"read": lambda self: DEEP.encode()})()}
+
+    monkeypatch.setattr(state_backend, "s3_client", lambda region=None: Client())
+    location = state_backend.parse_state_url("s3://bucket/ci")
+    if isinstance(outcome, str):
+        with pytest.raises(OrchError, match=outcome):
+            read(location, "remote1", "us-east-1")
+    else:
+        assert read(location, "remote1", "us-east-1") == outcome
+
+
+def test_a_box_record_nested_too_deep_is_a_damaged_record(home):
+    from orchestrator.provision.boxes import load_box, read_boxes
+
+    box = make_box("deep1")
+    box.directory.mkdir(parents=True)
+    (box.directory / "box.json").write_text(DEEP)
+    with pytest.raises(OrchError, match="cannot read box record"):
+        load_box("deep1")
+    assert read_boxes()[0] == [] and "cannot read box record" in read_boxes()[1]["deep1"]
+
+
+def test_a_pool_box_s_tfvars_nested_too_deep_hold_no_tags(home):
+    from orchestrator.pool import ownership
+
+    box = make_box("deep2")
+    box.directory.mkdir(parents=True)
+    (box.directory / "terraform.tfvars.json").write_text(DEEP)
+    assert ownership._rendered_tags(box) == {}

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
         "orchestrator.durations",
         "orchestrator.resources",
         "orchestrator.textui",
+        "orchestrator.jsontext",
     ),
     ("orchestrator.clouds.base", "orchestrator.clouds"),
     ("orchestrator.catalog",),

@@ -198,6 +198,25 @@ def test_terraform_s_words_reach_the_progress_lines_escaped(clean_env, monkeypat
     assert info.value.diagnostics[0]["summary"] == "tag \x1b[32mOK\nsecond\x9b2J"
 
 
+def test_output_nested_too_deep_is_terraform_s_error_not_a_traceback(
+    clean_env, monkeypatch, tmp_path
+):
+    """Output values come from the state (a --state bucket's, which others can write): JSON
+    nested past the interpreter's recursion limit (json.loads' RecursionError, not a
+    ValueError) is an event line skipped, or a TerraformError, never a traceback that would
+    leave Terraform's output unread."""
+    deep = '{"type": "outputs", "outputs": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (tmp_path / "deep.json").write_text(deep + "\n")
+    fake = tmp_path / "terraform"
+    fake.write_text(f'#!/bin/sh\ncat "{tmp_path / "deep.json"}"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("ORCH_TERRAFORM", str(fake))
+    terraform = Terraform(tmp_path, progress=lambda line: None)
+    assert terraform.apply().events == []
+    with pytest.raises(TerraformError, match="terraform output printed no JSON"):
+        terraform.output()
+
+
 # ------------------------------------------------------------------------------ real runs
 
 
