@@ -20,6 +20,12 @@ NO_EXPIRY = "none"  # `--ttl none`: the one spelling of "no expiry" (an empty va
 # the IPv6 figure (a /32's worth) is the rule once they are accepted.
 MAX_SSH_ADDRESSES = {4: 2 ** (32 - 8), 6: 2 ** (128 - 32)}
 MAX_TAGS = 30
+# The orch:owner tag's value ($ORCH_OWNER): at most what EC2 takes, "Tag values are
+# case-sensitive and accept a maximum of 256 Unicode characters" (EC2 API Reference, Tag,
+# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Tag.html; tag limits,
+# https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html). A cloud with a lower
+# limit refuses more in its own tfvars (Aliyun: 128, clouds/aliyun/terraform.py check_tags).
+MAX_OWNER_LENGTH = 256
 
 
 def parse_ttl(text: str) -> timedelta:
@@ -125,14 +131,31 @@ def discover_caller_cidr(timeout: float = 5.0) -> str:
 
 
 def default_owner() -> str:
+    """$ORCH_OWNER (checked: `check_owner`), else user@host."""
     explicit = os.environ.get("ORCH_OWNER")
     if explicit:
-        return explicit
+        return check_owner(explicit)
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
+
+
+def check_owner(owner: str) -> str:
+    """The orch:owner tag value: printable text (it is a record's text, shown by status and
+    in a claim's "claimed by" line) of at most MAX_OWNER_LENGTH characters; UsageError (exit 2)
+    before any record, key or Terraform call rather than a failed apply at the cloud."""
+    if not isinstance(owner, str) or not owner.isprintable():
+        raise UsageError(
+            f"ORCH_OWNER {str(owner)[:40]!r} is not printable text (the orch:owner tag value)"
+        )
+    if len(owner) > MAX_OWNER_LENGTH:
+        raise UsageError(
+            f"ORCH_OWNER holds {len(owner)} characters; the orch:owner tag value holds at most "
+            f"{MAX_OWNER_LENGTH} (AWS's tag value limit)"
+        )
+    return owner
 
 
 def reserved_tag_prefixes() -> tuple[str, ...]:

@@ -170,9 +170,10 @@ def build_request(
     extra_tags: Mapping[str, str] | None = None,
 ) -> UpRequest:
     """Every check of a launch, in the order the command line reads: the name, lifetime, bid,
-    SSH blocks, tags, state location; then the plan (a callable is read only now: a plan
-    file, or one made from the model options) and every candidate's module values. `tags`
-    are user tags (KEY=VALUE strings or a mapping); `extra_tags` the caller's own (a pool's)."""
+    SSH blocks, tags, owner ($ORCH_OWNER), state location; then the plan (a callable is read
+    only now: a plan file, or one made from the model options) and every candidate's module
+    values. `tags` are user tags (KEY=VALUE strings or a mapping); `extra_tags` the caller's
+    own (a pool's)."""
     name = validate_box_name(name)
     lifetime = inputs.check_ttl(ttl)  # "" is an error; `--ttl none` is the explicit "no expiry"
     bid = inputs.check_bid(spot_bid)
@@ -181,6 +182,10 @@ def build_request(
         user_tags = inputs.check_tags(dict(tags))
     else:
         user_tags = inputs.parse_tags(list(tags))
+    if owner:  # the orch:owner tag: a record's owner, else $ORCH_OWNER (default_owner checks it)
+        inputs.check_owner(owner)
+    else:
+        inputs.default_owner()
     state = state_backend.parse_state_url(state_url) if state_url else None
     plan = plan() if callable(plan) else plan
     validate_plan(plan, spot_bid=bid)  # every plan value, before any cloud or network call
@@ -210,7 +215,8 @@ def build_request(
 def check_values(request: UpRequest, candidate: Any) -> None:
     """Let the candidate's cloud map it to module values once, before any cloud call, so that
     what it refuses (a spot bid that rounds to 0, ...) is a usage error with no box record."""
-    clouds.get(candidate.cloud).tfvars(render_request(request, candidate))
+    owner = request.owner or inputs.default_owner()  # the orch:owner tag `up` will set
+    clouds.get(candidate.cloud).tfvars(render_request(request, candidate, owner=owner))
 
 
 def render_request(

@@ -249,6 +249,35 @@ def test_values_within_the_modules_rules_pass(capsys, home, tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("instance_type", "owner", "words"),
+    [
+        # The orch:owner tag's value: AWS takes at most 256 characters (EC2 API_Tag), Aliyun
+        # 128; past them only the cloud (AWS) or the module's validation (Aliyun) refused it,
+        # after the box record, its key and `terraform init`.
+        (AWS, "o" * 257, ("ORCH_OWNER", "257", "256")),
+        (ALIYUN, "o" * 129, ("ORCH_OWNER", "129", "128")),
+        (AWS, "ci\x1b]0;x\x07job", ("ORCH_OWNER", "printable")),
+        (AWS, "ci\njob", ("ORCH_OWNER", "printable")),
+    ],
+)
+def test_an_owner_the_clouds_would_refuse_is_refused_first(
+    capsys, home, tmp_path, monkeypatch, instance_type, owner, words
+) -> None:
+    monkeypatch.setenv("ORCH_OWNER", owner)
+    plan = plan_file(tmp_path, candidate(instance_type))
+    line = refused(capsys, *up_args(plan), words=words)
+    assert "\x1b" not in line and "\x07" not in line
+
+
+def test_owners_within_the_clouds_limits_pass(capsys, home, tmp_path, monkeypatch) -> None:
+    for instance_type, owner in ((AWS, "o" * 256), (ALIYUN, "ci-job@runner " + "o" * 114)):
+        monkeypatch.setenv("ORCH_OWNER", owner)
+        plan = plan_file(tmp_path, candidate(instance_type))
+        with pytest.raises(Tripwire):
+            run_cli(capsys, *up_args(plan))
+
+
+@pytest.mark.parametrize(
     "cidrs",
     [["10.0.0.0/8"], ["0.0.0.0/1", "128.0.0.0/1"], ["0.0.0.0/0"]],
 )

@@ -21,7 +21,7 @@ from typing import Any
 
 from orchestrator.clouds.aliyun.identity import identity_vars
 from orchestrator.clouds.aliyun.images import UBUNTU_REGEX
-from orchestrator.clouds.base import BoxRequest
+from orchestrator.clouds.base import OWNER_TAG, BoxRequest
 from orchestrator.errors import UsageError
 
 # Root module outputs (templates/aliyun/outputs.tf.j2); instance_id, public_ip, private_ip and
@@ -154,6 +154,11 @@ def check_tags(tags: dict[str, str]) -> dict[str, str]:
     checked before the box record, its key and `terraform init` rather than by Terraform after
     them. The reserved key prefixes are refused with the other --tag checks (inputs.check_tags)."""
     for key, value in tags.items():
+        if key == OWNER_TAG and len(value) > MAX_TAG_LENGTH:  # ORCH_OWNER, not a --tag
+            raise UsageError(
+                f"ORCH_OWNER holds {len(value)} characters; Aliyun tag values (its orch:owner "
+                f"tag) hold at most {MAX_TAG_LENGTH}"
+            )
         if len(key) > MAX_TAG_LENGTH or len(value) > MAX_TAG_LENGTH:
             raise UsageError(
                 f"--tag {key[:40]!r}: Aliyun tag keys and values hold at most "
