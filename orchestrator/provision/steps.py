@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from orchestrator.check.untrusted import printable
 from orchestrator.errors import OrchError
 from orchestrator.provision import liveness, state_backend
 from orchestrator.provision.boxes import Box
@@ -73,11 +74,14 @@ def tell_state_lock(box: Box, previous: dict | None, location: Location, say: Sa
         return
     info = state_backend.lock_info(location, box.name, state_backend.bucket_region(location))
     if info is not None:
+        # The lock object is the bucket's (whoever can write it wrote it): escaped, and short.
+        who, what, since, lock_id = (
+            printable(info.get(key, "?"), 100) for key in ("Who", "Operation", "Created", "ID")
+        )
         say(
-            f"waiting for Terraform's state lock of box {box.name}: held by "
-            f"{info.get('Who', '?')} ({info.get('Operation', '?')} since "
-            f"{info.get('Created', '?')}, lock ID {info.get('ID', '?')}); up to "
-            f"{LOCK_TIMEOUT}; a stale lock: see docs/provisioning.md"
+            f"waiting for Terraform's state lock of box {box.name}: held by {who} ({what} "
+            f"since {since}, lock ID {lock_id}); up to {LOCK_TIMEOUT}; a stale lock: see "
+            "docs/provisioning.md"
         )
 
 

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 from orchestrator import clouds
 from orchestrator.catalog.loader import price_of
+from orchestrator.check.untrusted import printable
 from orchestrator.clouds.base import CloudError
 from orchestrator.clouds.values import InstanceState
 from orchestrator.errors import EXIT_FAILURE, EXIT_INTERRUPTED, OrchError, UsageError
@@ -480,7 +481,8 @@ class Run:
                 teardown.down(name, state_url, self.say, self.progress, _forget)
                 self.report.destroyed = True
             except OrchError as exc:
-                self.say(f"destroying box {name} failed: {exc.one_line()}")
+                # It may quote Terraform's diagnostic (the cloud's words): escaped.
+                self.say(f"destroying box {name} failed: {printable(exc.one_line(), None)}")
                 if self.report.exit_code == 0:
                     self.report.exit_code = exc.exit_code or EXIT_FAILURE
                 self.report.error = self.report.error or exc.one_line()

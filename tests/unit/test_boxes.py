@@ -786,3 +786,18 @@ def test_a_pool_box_s_tfvars_nested_too_deep_hold_no_tags(home):
     box.directory.mkdir(parents=True)
     (box.directory / "terraform.tfvars.json").write_text(DEEP)
     assert ownership._rendered_tags(box) == {}
+
+
+def test_a_state_lock_held_elsewhere_is_said_escaped(home, monkeypatch):
+    """Terraform's lock object lies in the bucket (whoever can write it wrote it): who holds
+    the lock is said escaped."""
+    from orchestrator.provision import steps
+
+    lock = {"Who": "me\x1b]0;x\x07@h", "Operation": "apply", "Created": "now\x1b[2J", "ID": "1"}
+    monkeypatch.setattr(state_backend, "bucket_region", lambda location: "us-east-1")
+    monkeypatch.setattr(state_backend, "lock_info", lambda *a: lock)
+    said: list[str] = []
+    location = state_backend.parse_state_url("s3://bucket/ci")
+    steps.tell_state_lock(make_box("lock1"), None, location, said.append)
+    assert len(said) == 1 and "\x1b" not in said[0] and "\x07" not in said[0]
+    assert "held by me\\x1b]0;x\\x07@h (apply since now\\x1b[2J, lock ID 1)" in said[0]

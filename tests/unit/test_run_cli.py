@@ -377,3 +377,27 @@ def test_orch_logs_interrupted_ends_its_ssh(monkeypatch, tmp_path):
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):  # killed and reaped: no such process left
         os.kill(pid, 0)
+
+
+def test_a_failed_destroy_at_the_end_of_a_run_is_said_escaped(monkeypatch, tmp_path):
+    """`down`'s error may quote Terraform's diagnostic (the cloud's words, such as a tag value
+    anyone could set): the run's teardown says it escaped."""
+    said: list[str] = []
+    spec = RunSpec(command=["true"], workdir=tmp_path)
+    run = session.Run(
+        session.RunRequest(spec=spec, box_name="esc2"), said.append, None, io.BytesIO()
+    )
+    run.created = True
+
+    def down(*_args: object) -> None:
+        raise OrchError(
+            "box esc2: aws still lists instance i-1 after Terraform's destroy failed "
+            "(terraform destroy failed: tag \x1b]0;pwned\x07 \x1b[2J)"
+        )
+
+    monkeypatch.setattr(session, "box_exists", lambda name: True)
+    monkeypatch.setattr(session.teardown, "down", down)
+    run._teardown(stop_job=False)
+    line = next(text for text in said if text.startswith("destroying box esc2 failed"))
+    assert "\x1b" not in line and "\x07" not in line
+    assert "tag \\x1b]0;pwned\\x07 \\x1b[2J)" in line
