@@ -14,7 +14,7 @@ from orchestrator.errors import OrchError
 from orchestrator.pool import record as pool_record
 from orchestrator.pool.handle import Pool
 from orchestrator.pool.ownership import not_ours
-from orchestrator.pool.store import store_tag
+from orchestrator.pool.store import NoRecord, store_tag
 from orchestrator.provision import launch, teardown
 from orchestrator.provision.boxes import Box, box_exists, load_box
 from orchestrator.provision.display import ssh_target
@@ -177,17 +177,27 @@ def _in_children(pool: Pool, command: str, names: list[str], options: list[str])
     return {name: child.wait() for name, child in children.items()}
 
 
+class _Removed(OrchError):
+    """A starting box's entry is gone from the record (provision_entry)."""
+
+
 def provision_entry(
     pool: Pool, box_name: str, *, lease_for: str | None = None, lease_ttl_s: float | None = None
 ) -> dict | None:
     """Provision the box of a `provisioning` entry; on success make it ready (or leased to
     `lease_for`, returning the lease); on failure destroy what was made and drop the entry
-    (kept as `destroying` when that destroy fails, for a later reconcile)."""
+    (kept as `destroying` when that destroy fails, for a later reconcile). A box whose entry
+    (or whole record) was removed while it started is destroyed here: nobody else knows of
+    it any more, and it would run until its TTL or the sweeper."""
     try:
         box = provision(pool, box_name)
     except BaseException as exc:
         pool.say(f"pool {pool.name}: box {box_name} did not come up: {why(exc)}")
-        mark_destroying(pool, box_name)
+        try:
+            mark_destroying(pool, box_name)
+        except NoRecord:
+            destroy_removed(pool, box_name)
+            raise exc from None
         destroy(pool, box_name)
         raise
     summary = box_fields(box)
@@ -195,7 +205,7 @@ def provision_entry(
     def done(data: dict[str, Any]) -> dict | None:
         entry = data["boxes"].get(box_name)
         if entry is None:
-            raise OrchError(f"pool {pool.name}: box {box_name} was removed while it started")
+            raise _Removed(f"pool {pool.name}: box {box_name} was removed while it started")
         if entry.get("state") != "provisioning":  # `pool delete` or reconcile destroys it
             raise OrchError(
                 f"pool {pool.name}: box {box_name} was claimed for destruction while it started"
@@ -207,7 +217,35 @@ def provision_entry(
         ttl = float(lease_ttl_s or data["lease_ttl_s"])
         return pool_record.lease_box(data, box_name, lease_for, ttl)
 
-    return pool.change(done)[1]
+    try:
+        return pool.change(done)[1]
+    except (_Removed, NoRecord):
+        destroy_removed(pool, box_name)
+    raise OrchError(
+        f"pool {pool.name}: box {box_name} was removed from the pool while it started; "
+        "it was destroyed"
+    )
+
+
+def destroy_removed(pool: Pool, box_name: str) -> None:
+    """Destroy box `box_name`, which this process started, once its entry is gone: the same
+    `orch down` as `destroy`, without the entry. Nothing here (it was never made, or whoever
+    removed the entry destroyed it) is fine; a failed destroy is one line naming the box."""
+    pool.say(f"pool {pool.name}: box {box_name} was removed from the pool while it started; "
+             "destroying it")  # fmt: skip
+    try:
+        teardown.down(box_name, None, pool.say, pool.progress, _forget)
+    except teardown.NoSuchBox:
+        pass
+    except OrchError as exc:
+        raise OrchError(
+            f"pool {pool.name}: box {box_name} was removed from the pool while it started, "
+            f"and destroying it failed: {exc.one_line()}",
+            exit_code=exc.exit_code,
+            hint=f"run `orch down {box_name}`",
+        ) from None
+    if pool.store.kind.shared:
+        pool.store.delete(pool_record.key_secret(pool.name, box_name))
 
 
 def why(exc: BaseException) -> str:

@@ -64,6 +64,10 @@ class Conflict(OrchError):
     """The object changed (or, for create, exists) since it was read."""
 
 
+class NoRecord(OrchError):
+    """`update` found no record under the key (deleted meanwhile, or never made)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Versioned:
     data: dict[str, Any]
@@ -158,13 +162,13 @@ def update(
 
     `change` may run several times, so it must depend only on the dict it is given. When it
     leaves the dict as it was, nothing is written. Returns (the record as stored, what the
-    last `change` returned). A missing record is an OrchError (creating is `create`'s job),
-    and so is `attempts` conflicts in a row.
+    last `change` returned). A missing record is NoRecord, an OrchError (creating is
+    `create`'s job); `attempts` conflicts in a row are an OrchError too.
     """
     for attempt in range(attempts):
         current = store.read(key)
         if current is None:
-            raise OrchError(f"no such record {key} in {store.url}")
+            raise NoRecord(f"no such record {key} in {store.url}")
         data = copy.deepcopy(current.data)
         result = change(data)
         if data == current.data:

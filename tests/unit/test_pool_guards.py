@@ -509,6 +509,39 @@ def test_work_finished_never_overwrites_a_claim_made_meanwhile(home, monkeypatch
     assert entry_b["state"] == "destroying" and entry_b["lease"] is None
 
 
+@pytest.mark.parametrize("removed", ["entry", "record"])
+@pytest.mark.parametrize("came_up", [True, False])
+def test_a_box_whose_entry_goes_while_it_starts_is_destroyed(home, monkeypatch, removed, came_up):
+    """`pool delete` (or a reconcile that could not find the box yet, or another process)
+    removes a `provisioning` entry, or the whole record, while its box starts: nobody else
+    knows of the box now, so the starter destroys it, whether it came up or failed its
+    check, instead of leaving it billing until its TTL or the sweeper."""
+    from orchestrator.errors import OrchError
+    from orchestrator.pool import manager, members
+
+    name = "gpu-0e0e0e"
+    home["store"].create(KEY, record(**{name: entry("provisioning")}))
+    pool = manager.open_pool("gpu", None, print)
+
+    def started(pool: Any, box_name: str) -> Box:  # its entry goes while the box comes up
+        make_box(home, box_name, POOL_TAGS, POOL_TAGS)
+        if removed == "entry":
+            manager.open_pool("gpu", None, print).change(lambda d: d["boxes"].pop(box_name))
+        else:
+            home["store"].delete(KEY)
+        if not came_up:
+            raise OrchError(f"box {box_name} does not match the pool's plan: 1 GPU, not 8")
+        return members.load_box(box_name)
+
+    monkeypatch.setattr(members, "provision", started)
+    words = "removed from the pool while it started; it was destroyed" if came_up else "plan"
+    with pytest.raises(OrchError, match=words):
+        members.provision_entry(pool, name, lease_for=pool.holder)
+    assert not box_exists(name)  # torn down by `orch down` (module docstring)
+    if removed == "entry":
+        assert home["store"].read(KEY).data["boxes"] == {}
+
+
 def test_delete_never_takes_a_box_leased_after_it_looked(home, monkeypatch):
     """`pool delete` without --force refuses leased boxes; a runner that leases one between
     delete's read of the record and its claim of every entry keeps it."""
