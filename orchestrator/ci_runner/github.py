@@ -109,13 +109,41 @@ def jit_config(spec: CiRunner) -> tuple[int, str]:
     data: Any = answer.body if isinstance(answer.body, dict) else {}
     runner = data.get("runner") if isinstance(data.get("runner"), dict) else {}
     runner_id, config = runner.get("id"), data.get("encoded_jit_config")
-    if not isinstance(runner_id, int) or isinstance(runner_id, bool) or runner_id <= 0:
-        raise OrchError(f"GitHub answered the JIT registration for {spec.repo} without a runner")
+    if not _is_runner_id(runner_id):
+        raise _unusable(spec, None, "without a runner id")
     if not isinstance(config, str) or not _JIT_CONFIG.fullmatch(config):
-        # The runner exists now: remove it again rather than leave it behind.
-        remove_runner(spec.api_url, spec.repo, spec.name, spec.token, spec.token_env)
-        raise OrchError(f"GitHub answered the JIT registration for {spec.repo} without a config")
+        raise _unusable(spec, runner_id, "without a config")
     return runner_id, config
+
+
+def _is_runner_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _unusable(spec: CiRunner, runner_id: int | None, what: str) -> OrchError:
+    """The error for a 201 answer orch cannot use. GitHub has registered the runner by then
+    (offline, holding its name), so it is removed first: by the answer's id when that is
+    usable ("Delete a self-hosted runner from a repository", DELETE .../runners/{runner_id}
+    -> 204), else found by its name ("List self-hosted runners for a repository", GET
+    .../runners?name=NAME: the `name` query parameter) and deleted by the id listed
+    (https://docs.github.com/en/rest/actions/self-hosted-runners, version 2022-11-28). The
+    name was free (else 409), so the one runner it names is the one just registered."""
+    said = f"GitHub answered the JIT registration for {spec.repo} {what}"
+    try:
+        if runner_id is not None:
+            removed = remove_runner_id(
+                spec.api_url, spec.repo, runner_id, spec.token, spec.token_env
+            )
+        else:
+            removed = remove_runner(spec.api_url, spec.repo, spec.name, spec.token, spec.token_env)
+    except OrchError as exc:
+        return OrchError(
+            f"{said}, and removing its runner {spec.name} again failed: {exc.one_line()}",
+            hint=f"delete runner {spec.name} under the repository's Settings > Actions > Runners",
+        )
+    if not removed:
+        return OrchError(f"{said}; GitHub has no runner {spec.name} to remove")
+    return OrchError(f"{said}; its runner {spec.name} was removed again")
 
 
 def latest_runner_url(spec: CiRunner) -> str | None:

@@ -28,15 +28,21 @@ than 2022-11-28 is 400. Also checked, as documentation: `Accept: application/vnd
 (its absence is a violation, not an error: GitHub accepts it).
 
 `register_runner(repo, name)` plays config.sh on the box (a runner appears, offline).
+`jit_fault`, when a test sets it, rewrites the body of a 201 generate-jitconfig answer (a
+damaged answer, a proxy in between): the runner is registered all the same, as GitHub
+registers it before it answers.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tests.sim.api_standin import Answer, Request, StandIn
 
@@ -63,6 +69,8 @@ class GitHubApi(StandIn):
     # What releases/latest lists: (tag, linux-x64 tarball URL); None: 404 (as on a GitHub
     # Enterprise Server without the actions/runner repository).
     runner_release: tuple[str, str] | None = None
+    # What a 201 generate-jitconfig answer's body becomes (None: as GitHub answers it).
+    jit_fault: Callable[[dict[str, Any]], Any] | None = None
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -169,7 +177,8 @@ class GitHubApi(StandIn):
         }  # fmt: skip
         config = _b64(json.dumps(files))
         self.jit_configs[runner_id] = config
-        return Answer(201, {"runner": runner, "encoded_jit_config": config})
+        answer = {"runner": copy.deepcopy(runner), "encoded_jit_config": config}
+        return Answer(201, self.jit_fault(answer) if self.jit_fault else answer)
 
     def _latest_release(self) -> Answer:
         if self.runner_release is None:

@@ -233,6 +233,61 @@ def test_github_refusals_are_usage_errors(gh, token, repo, words) -> None:
     assert token not in text
 
 
+def _without(key: str) -> Any:
+    return lambda body: {**body, "runner": {k: v for k, v in body["runner"].items() if k != key}}
+
+
+@pytest.mark.parametrize(
+    ("fault", "by_id", "words"),
+    [
+        (_without("id"), False, "without a runner id"),
+        (lambda b: {**b, "runner": {**b["runner"], "id": str(b["runner"]["id"])}}, False, "id"),
+        (lambda b: {**b, "runner": {**b["runner"], "id": True}}, False, "without a runner id"),
+        (lambda b: {**b, "runner": {**b["runner"], "id": -1}}, False, "without a runner id"),
+        (lambda b: {**b, "runner": None}, False, "without a runner id"),
+        (lambda b: ["not", "an", "object"], False, "without a runner id"),
+        (lambda b: {**b, "encoded_jit_config": None}, True, "without a config"),
+        (lambda b: {**b, "encoded_jit_config": "QUJD" * 8 + "$(reboot)"}, True, "without a config"),
+    ],
+)
+def test_an_unusable_jit_answer_removes_the_runner_github_registered(gh, fault, by_id, words):
+    """GitHub registers the runner before it answers generate-jitconfig: when the answer
+    cannot be used (no usable runner id, no config), that runner is deleted again (by the
+    answer's id, else found by its name), never another; the error is one line."""
+    gh.register_runner(REPO, "someone-else")
+    gh.jit_fault = fault
+    with pytest.raises(OrchError) as caught:
+        ci_runner.register(spec_for("github", gh.url))
+    text = caught.value.one_line()
+    assert words in text and "its runner gpu-1 was removed again" in text, text
+    assert "\n" not in text and GH not in text
+    assert [r["name"] for r in gh.runners[REPO]] == ["someone-else"]
+    (runner_id,) = gh.jit_configs
+    lookup = [] if by_id else [("GET", f"/repos/{REPO}/actions/runners", {"name": ["gpu-1"]})]
+    assert [(r.method, r.path, r.query) for r in gh.requests[1:]] == [
+        *lookup,
+        ("DELETE", f"/repos/{REPO}/actions/runners/{runner_id}", {}),
+    ]
+    assert gh.violations == []
+
+
+def test_a_failed_removal_of_an_unusable_jit_runner_is_one_line(gh) -> None:
+    """The removal fails too (here: GitHub fails the lookup by name): one line that says
+    what to delete by hand."""
+    from tests.sim.api_standin import Answer
+
+    gh.jit_fault = _without("id")
+    served = gh.answer
+    gh.answer = lambda r: (
+        Answer(500, {"message": "Server Error"}) if r.method == "GET" else served(r)
+    )
+    with pytest.raises(OrchError) as caught:
+        ci_runner.register(spec_for("github", gh.url))
+    text = caught.value.one_line()
+    assert "removing its runner gpu-1 again failed" in text and "500 Server Error" in text
+    assert "Settings > Actions > Runners" in text and "\n" not in text
+
+
 def test_no_answer_is_exit_1_naming_the_host() -> None:
     with pytest.raises(OrchError) as caught:
         ci_runner.register(spec_for("github", "http://127.0.0.1:9"))  # nothing listens
