@@ -401,3 +401,22 @@ def test_a_failed_destroy_at_the_end_of_a_run_is_said_escaped(monkeypatch, tmp_p
     line = next(text for text in said if text.startswith("destroying box esc2 failed"))
     assert "\x1b" not in line and "\x07" not in line
     assert "tag \\x1b]0;pwned\\x07 \\x1b[2J)" in line
+
+
+def test_every_orch_line_and_progress_line_is_escaped(capsys):
+    """console.make_say/make_progress are the last gate before the terminal: a message that
+    quotes a box raw is escaped line by line there; text already escaped stays as it was."""
+    from orchestrator.commands.console import make_progress, make_say
+
+    make_say(False)("box said: \x1b]0;owned\x07done\nsecond \x9b2J line")
+    make_progress(False)("aws_instance.box: \x1b[2Jcreating")
+    make_say(False)("already \\x1b[2J escaped, 2 \u00d7 p4d \u2014 fine")
+    make_say(True)("\x1b[2J quiet")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\x9b" not in err
+    assert err.splitlines() == [
+        "orch: box said: \\x1b]0;owned\\x07done",
+        "second \\x9b2J line",
+        "  aws_instance.box: \\x1b[2Jcreating",
+        "orch: already \\x1b[2J escaped, 2 \u00d7 p4d \u2014 fine",
+    ]
