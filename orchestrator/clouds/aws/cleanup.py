@@ -57,14 +57,25 @@ def delete_key_pair(region: str, key_name: str) -> None:
 def release_address(region: str, allocation_id: str, association_id: str) -> None:
     """Release an Elastic IP (after disassociating it, when it still is); one already gone is
     no error. ReleaseAddress refuses an associated address (InvalidIPAddress.InUse:
-    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ReleaseAddress.html)."""
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ReleaseAddress.html).
+
+    The association listed may have ended since (the instance's termination deletes the
+    interface it was on): InvalidAssociationID.NotFound means "already disassociated" and the
+    release goes on, as the provider's aws_eip delete does (hashicorp/terraform-provider-aws,
+    internal/service/ec2 resourceEIPDelete / disassociateEIP: "it was already disassociated
+    somehow, and that is okay. The most common reason for this is that the instance or ENI it
+    was attached to was destroyed")."""
     ec2 = client("ec2", region)
-    try:
-        if association_id:
+    if association_id:
+        try:
             call("DisassociateAddress", ec2.disassociate_address, AssociationId=association_id)
+        except AwsError as exc:
+            if exc.code != "InvalidAssociationID.NotFound":
+                raise
+    try:
         call("ReleaseAddress", ec2.release_address, AllocationId=allocation_id)
     except AwsError as exc:
-        if exc.code not in ("InvalidAllocationID.NotFound", "InvalidAssociationID.NotFound"):
+        if exc.code != "InvalidAllocationID.NotFound":
             raise
 
 
