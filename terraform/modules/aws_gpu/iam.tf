@@ -43,6 +43,19 @@ resource "aws_iam_role" "this" {
       Action    = "sts:AssumeRole"
     }]
   })
+
+  lifecycle {
+    # IAM tags allow fewer characters than EC2's, which var.tags is checked against: key
+    # [\p{L}\p{Z}\p{N}_.:/=+\-@]+, value the same or empty (IAM API Reference, Tag,
+    # https://docs.aws.amazon.com/IAM/latest/APIReference/API_Tag.html). Refused at plan
+    # time, before anything is created, rather than by CreateRole halfway through an apply.
+    precondition {
+      condition = alltrue([for key, value in local.iam_tags :
+        can(regex("^[\\p{L}\\p{Z}\\p{N}_.:/=+@-]+$", key)) && can(regex("^[\\p{L}\\p{Z}\\p{N}_.:/=+@-]*$", value))
+      ])
+      error_message = "with create_iam_instance_profile, tag keys and values (tags, owner) may hold only letters, digits, spaces and _ . : / = + - @ (IAM's tag rule)."
+    }
+  }
 }
 
 # Object and listing rights on the checkpoint prefixes only (S3 actions, resources and the
