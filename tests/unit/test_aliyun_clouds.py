@@ -210,3 +210,36 @@ def test_deployment_sets_are_found_by_name_with_their_box_tags_and_deleted_after
     delete_tagged(REGION, [r for r in box if r.kind in ("deployment_set", "instance")])
     assert mine.id not in backend.deployment_sets and not backend.instances
     assert len(backend.deployment_sets) == 2  # the others are not orch's
+
+
+def test_an_instance_still_being_created_is_released_once_ecs_lets_it_go(sim, monkeypatch):
+    """DeleteInstance refuses an instance in its first moments (IncorrectInstanceStatus.
+    Initializing, as the emulator answers for a Pending one): `down` and `sweep` of a box whose
+    `up` was cut short wait for it, as the provider's own delete does, instead of failing with
+    the instance left running. Each pause between tries moves the emulated clock on."""
+    import orchestrator.clouds.base as base
+    from orchestrator.clouds.aliyun.cleanup import delete_tagged
+    from orchestrator.clouds.aliyun.tags import list_tagged_instances
+
+    backend = sim.backend
+    backend.freeze_clock()
+    backend.settings.launch_delay_s = 30.0  # Pending for 30 emulated seconds
+    launch(sim, "ecs.gn6i-c4g1.xlarge", **{"orch:box": "b1"})
+    found = list_tagged_instances(REGION, {"orch:box": "b1"})
+    assert [i.state for i in found] == ["Pending"]
+    paused: list[float] = []
+
+    class Clock:  # base.retry_while's `time`: pausing moves the emulator's clock instead
+        monotonic = staticmethod(lambda: sum(paused))
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            paused.append(seconds)
+            backend.advance_clock(seconds)
+
+    monkeypatch.setattr(base, "time", Clock)
+
+    delete_tagged(REGION, found)
+
+    assert not backend.instances
+    assert 30 <= sum(paused) < 60

@@ -15,6 +15,9 @@ from orchestrator.clouds.base import ErrorKind, retry_while
 from orchestrator.clouds.values import TaggedResource
 from orchestrator.textui import counted
 
+# How long a release waits for an instance that is still being created (see delete_tagged).
+INSTANCE_RETRY_S = 300.0
+
 
 def retry_while_blocked(
     delete: Callable[[], None], timeout_s: float | None = None, pause_s: float | None = None
@@ -135,7 +138,14 @@ def delete_tagged(region: str, resources: list[TaggedResource]) -> None:
 
     instances = ids("instance")
     for instance_id in instances:
-        release_instance(region, instance_id)
+        # An instance in its first moments is refused (IncorrectInstanceStatus.Initializing):
+        # wait for it as the provider's alicloud_instance delete does, which retries
+        # IncorrectInstanceStatus and IncorrectInstanceStatus.Initializing until its delete
+        # timeout (aliyun/terraform-provider-alicloud, alicloud/resource_alicloud_instance.go,
+        # resourceAliyunInstanceDelete).
+        retry_while_blocked(
+            lambda i=instance_id: release_instance(region, i), timeout_s=INSTANCE_RETRY_S
+        )
     # Security groups and vSwitches stay busy until ECS has released the instances.
     wait_instances_released(region, instances)
     delete_key_pairs(region, ids("key_pair"))
