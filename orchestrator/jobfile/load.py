@@ -22,6 +22,7 @@ from orchestrator.errors import UsageError
 from orchestrator.jobfile.layout import KEYS, Key, schema
 
 MAX_BYTES = 1 << 20  # a job file is a few hundred bytes; a megabyte is not one
+MAX_NODES = 100_000  # values, aliases expanded; a job file has about a hundred
 
 
 @dataclass
@@ -41,7 +42,7 @@ class JobFile:
         return self.lines.get(path, 1)
 
     def error(self, path: tuple[Any, ...], message: str) -> UsageError:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+        where = _dotted(path)
         prefix = f"{self.shown}:{self.line_of(path)}: " + (f"{where}: " if where else "")
         return UsageError(prefix + message)
 
@@ -94,36 +95,64 @@ def _parse(text: str, shown: str) -> tuple[dict[str, Any], dict[tuple[Any, ...],
         raise UsageError(f"{shown}:{line}: not valid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise UsageError(f"{shown}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:  # PyYAML composes nested collections by recursion
+        raise UsageError(f"{shown}: not valid YAML: nested too deeply") from None
     if data is None:
         return {}, {}
     if not isinstance(data, dict):
         line = node.start_mark.line + 1 if node is not None else 1
         raise UsageError(f"{shown}:{line}: a job file is a mapping of keys (model:, job:, ...)")
-    lines: dict[tuple[Any, ...], int] = {}
-    _index_lines(node, (), lines, shown)
-    return data, lines
+    index = _LineIndex(shown)
+    index.walk(node, ())
+    return data, index.lines
 
 
-def _index_lines(node: Any, path: tuple[Any, ...], lines: dict, shown: str) -> None:
-    """Record each key's line; refuse a key written twice (YAML would keep the last)."""
-    import yaml
+@dataclass
+class _LineIndex:
+    """Each key's line, from one walk of the composed YAML. Refuses a key written twice (YAML
+    would keep the last), an alias inside its own anchor (`&a [*a]`: a value without end) and
+    more than MAX_NODES values once aliases are expanded (aliases of aliases grow a small file
+    into billions of values), before anything walks the loaded data."""
 
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            where = (*path, key)
-            if key in seen:
-                dotted = ".".join(str(p) for p in where)
-                line = key_node.start_mark.line + 1
-                raise UsageError(f"{shown}:{line}: {dotted}: key given twice")
-            seen.add(key)
-            lines[where] = key_node.start_mark.line + 1
-            _index_lines(value_node, where, lines, shown)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _index_lines(item, (*path, index), lines, shown)
+    shown: str
+    lines: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    count: int = 0
+    inside: set[int] = field(default_factory=set)  # the collections being walked (by id)
+
+    def walk(self, node: Any, path: tuple[Any, ...]) -> None:
+        import yaml
+
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        self.count += 1
+        if id(node) in self.inside:
+            raise self._error(path, "an alias inside its own anchor")
+        if self.count > MAX_NODES:  # named by its top-level key: deeper lines are the anchors'
+            raise self._error(path[:1], f"more than {MAX_NODES:,} values with aliases expanded")
+        if isinstance(node, yaml.MappingNode):
+            self.inside.add(id(node))
+            seen: set[Any] = set()
+            for key_node, value_node in node.value:
+                where = (*path, key_node.value)
+                if key_node.value in seen:
+                    self.lines[where] = key_node.start_mark.line + 1
+                    raise self._error(where, "key given twice")
+                seen.add(key_node.value)
+                self.lines[where] = key_node.start_mark.line + 1
+                self.walk(value_node, where)
+            self.inside.discard(id(node))
+        elif isinstance(node, yaml.SequenceNode):
+            self.inside.add(id(node))
+            for index, item in enumerate(node.value):
+                self.walk(item, (*path, index))
+            self.inside.discard(id(node))
+
+    def _error(self, path: tuple[Any, ...], message: str) -> UsageError:
+        return UsageError(f"{self.shown}:{self.lines.get(path, 1)}: {_dotted(path)}: {message}")
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    """`run.env[0]`: a key's path as the messages write it."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
 def _validate(job: JobFile) -> None:

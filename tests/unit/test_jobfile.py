@@ -12,7 +12,14 @@ import pytest
 
 from orchestrator.jobfile.example import EXAMPLE
 from orchestrator.provision import inputs, launch
-from tests.support import Tripwire, candidate, plan_file, run_cli, with_cloud_credentials
+from tests.support import (
+    Tripwire,
+    candidate,
+    cli_refused,
+    plan_file,
+    run_cli,
+    with_cloud_credentials,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CIDR = "203.0.113.7/32"
@@ -110,6 +117,17 @@ BAD_FILES = [
     ("- model\n", 1, ("mapping",)),
     ("model: bert-large\nrun:\n  env: [lower-case]\n", 3, ("run.env[0]", "variable name")),
     ("model: bert-large\njob:\n  headroom: 0.5\n", 3, ("job.headroom", "unknown key")),
+    # An alias inside its own anchor is a value without end (it was a RecursionError).
+    ("model: bert-large\nrun:\n  fetch: &a [*a]\n", 3, ("run.fetch[0]", "own anchor")),
+    # Aliases of aliases: seven lines that expand to a million values (walked for seconds; nine
+    # levels instead of six were an hour).
+    (
+        "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 6))
+        + "model: *a5\n",
+        5,
+        ("a4: more than 100,000 values with aliases expanded",),
+    ),
 ]
 
 
@@ -124,6 +142,13 @@ def test_a_bad_file_is_one_line_naming_key_and_line(here, capsys, text, line, wo
         for word in words:
             assert word in lines[0], lines[0]
     assert not (here / "home" / "boxes").exists()
+
+
+def test_a_file_nested_too_deeply_is_one_line(here, capsys):
+    # PyYAML composes nested collections by recursion: 2,000 levels were a RecursionError.
+    for opening, closing in (("[", "]"), ("{a: ", "}")):
+        write(here / "orch.yaml", "model: " + opening * 2000 + "1" + closing * 2000 + "\n")
+        cli_refused(capsys, "plan", words=("orch.yaml: not valid YAML: nested too deeply",))
 
 
 def test_missing_or_odd_files_are_usage_errors(here, capsys):
