@@ -67,7 +67,8 @@ def read_job_file(path: str) -> JobFile:
     try:
         if target.is_dir():
             raise UsageError(f"job file {path} is a directory")
-        raw = target.read_bytes()[: MAX_BYTES + 1]
+        with target.open("rb") as handle:  # no more than that: `-f` may name a 10 GB file
+            raw = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read job file {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_BYTES:

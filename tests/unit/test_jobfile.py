@@ -4,7 +4,10 @@ directory; where `up`/`run` would reach a cloud, a tripwire keeps what they woul
 from __future__ import annotations
 
 import json
+import os
+import resource
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +240,23 @@ def test_words_of_the_command_are_not_taken_for_orch_options(here, capsys, monke
         run_cli(capsys, "run", "./train.sh", "--plan", "x")
     assert seen[0].spec.command == ["./train.sh", "--plan", "x"]
     assert seen[0].up_options.ttl == "3h"  # the file's box settings were not dropped
+
+
+def test_an_endless_file_is_read_no_further_than_the_limit(here):
+    # `-f` read the whole file before the 1 MiB check: /dev/zero (or a 10 GB file named by
+    # mistake) took all the memory there was. Under a 1 GiB address-space limit that was a
+    # MemoryError traceback.
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "plan", "-f", "/dev/zero"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit_memory,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr == "orch: error: job file /dev/zero is larger than 1 MiB\n"
