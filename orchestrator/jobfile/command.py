@@ -57,7 +57,9 @@ class JobFileCommand(click.Command):
         **extra: Any,
     ) -> click.Context:
         loaded = None
-        if "default_map" not in extra:
+        # Resilient parsing is shell completion: it needs no values (and must not fail on
+        # a job file with an error, or one naming a variable this shell has not set).
+        if "default_map" not in extra and not extra.get("resilient_parsing"):
             loaded = self._load(info_name, args, parent)
             if loaded is not None:
                 extra["default_map"] = loaded["defaults"]

@@ -260,3 +260,27 @@ def test_an_endless_file_is_read_no_further_than_the_limit(here):
     )
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr == "orch: error: job file /dev/zero is larger than 1 MiB\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "model: bert-large\nrun:\n  env: [ORCH_TEST_UNSET_NAME]\n",  # set at `orch run`, not yet
+        "model: bert-large\nmodel: gpt2\n",  # being edited
+    ],
+)
+def test_completion_does_not_read_the_job_file(here, capsys, monkeypatch, text):
+    # Completion parses the command line (click's resilient parsing), which loaded ./orch.yaml:
+    # one that names a variable not set in this shell, or has an error, printed
+    # `orch: error: ...` at the tab key instead of completing.
+    write(here / "orch.yaml", text)
+    monkeypatch.delenv("ORCH_TEST_UNSET_NAME", raising=False)
+    words = {
+        "COMP_WORDS": "orch run --spot-r",
+        "COMP_CWORD": "2",
+        "_ORCH_COMPLETE": "bash_complete",
+    }
+    for name, value in words.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run_cli(capsys)
+    assert (code, out, err) == (0, "plain,--spot-recovery\n", "")
