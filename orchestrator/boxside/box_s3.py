@@ -51,6 +51,9 @@ from urllib.parse import quote, urlsplit
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 PART_SIZE = 64 * 1024 * 1024
+# S3's multipart limit: part numbers 1 to 10,000 (inclusive)
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html).
+MAX_PARTS = 10000
 TIMEOUT_S = 60.0
 METADATA_TIMEOUT_S = 2.0
 TOKEN_TTL_S = 21600
@@ -414,6 +417,10 @@ class S3Store:
         try:
             with self.opener.open(request, timeout=TIMEOUT_S) as answer:
                 if sink is not None:
+                    # A retry after a dropped answer starts the file again, as the SDKs'
+                    # retried downloads do: no bytes of the broken answer stay in front.
+                    sink.seek(0)
+                    sink.truncate()
                     while True:
                         chunk = answer.read(CHUNK)
                         if not chunk:
@@ -451,6 +458,10 @@ class S3Store:
 
     def _upload_parts(self, path: str, key: str) -> None:
         where = f"upload {path} to {self._where(key)}"
+        size = os.path.getsize(path)
+        # Parts big enough that the file fits in MAX_PARTS of them (a file above 625 GiB
+        # would otherwise need part 10,001, which S3 refuses).
+        part_size = max(PART_SIZE, -(-size // MAX_PARTS))
         started = self._ok(self.request("POST", key, {"uploads": ""}), where)
         upload_id = xml_first(started.body, "UploadId")
         if not upload_id:
@@ -460,7 +471,7 @@ class S3Store:
             with open(path, "rb") as source:
                 number = 1
                 while True:
-                    data = source.read(PART_SIZE)
+                    data = source.read(part_size)
                     if not data:
                         break
                     params = {"partNumber": str(number), "uploadId": upload_id}

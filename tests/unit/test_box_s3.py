@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from calendar import timegm
 from collections.abc import Iterator
+from http.client import IncompleteRead
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,84 @@ def test_large_files_go_up_in_parts_and_come_back_whole(moto_server_url, md, s3,
     store.download("ck/big.bin", str(back))
     assert back.read_bytes() == big.read_bytes()
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+class CutOff:
+    """A GetObject answer whose connection drops after its first chunk (http.client raises
+    IncompleteRead then); the rest of the answer behaves as urllib's does."""
+
+    def __init__(self, answer) -> None:  # noqa: ANN001 - an http.client.HTTPResponse
+        self.answer, self.status, self.headers, self.sent = answer, answer.status, answer.headers, 0
+
+    def __enter__(self) -> CutOff:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.answer.close()
+
+    def read(self, amount: int = -1) -> bytes:
+        if self.sent:
+            raise IncompleteRead(b"", 1)
+        self.sent = 1
+        return self.answer.read(amount)
+
+
+def test_a_download_cut_off_midway_comes_back_whole(
+    moto_server_url, md, s3, bucket, tmp_path, monkeypatch
+):
+    """A retried GetObject starts the file again: bytes of the dropped answer are not kept in
+    front of the new one (the restore would refuse the checkpoint as damaged)."""
+    md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_server_url, md))
+    body = os.urandom(3 * box_s3.CHUNK + 5)
+    s3.put_object(Bucket=bucket, Key="ck/w.bin", Body=body)
+    opened = store.opener.open
+    drops = [True]
+
+    def flaky_open(request, timeout=None):  # noqa: ANN001, ANN202 - urllib's interface
+        answer = opened(request, timeout=timeout)
+        return CutOff(answer) if drops and drops.pop() else answer
+
+    monkeypatch.setattr(store.opener, "open", flaky_open)
+    monkeypatch.setattr(box_s3.time, "sleep", lambda seconds: None)  # the retry's back-off
+    back = tmp_path / "back.bin"
+    store.download("ck/w.bin", str(back))
+    assert not drops  # the first answer was cut off
+    assert back.read_bytes() == body
+
+
+class PartCounter:
+    """Stands in for S3Store.request in a multipart upload, with S3's part-number rule:
+    "Part numbers 1 to 10,000 (inclusive)", at most 10,000 parts per upload
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[int, int] = {}
+
+    def __call__(self, method: str, key: str, params=None, body: bytes = b"", sink=None):  # noqa: ANN001, ANN204
+        params = params or {}
+        if "partNumber" in params:
+            number = int(params["partNumber"])
+            if not 1 <= number <= 10_000:
+                return box_s3.Response(400, {}, b"<Error><Code>InvalidArgument</Code></Error>")
+            self.parts[number] = len(body)
+            return box_s3.Response(200, {"ETag": f'"{number}"'}, b"")
+        if "uploads" in params:
+            return box_s3.Response(200, {}, b"<R><UploadId>u1</UploadId></R>")
+        return box_s3.Response(200 if method == "POST" else 204, {}, b"<R/>")
+
+
+def test_a_file_of_more_than_ten_thousand_parts_goes_up_in_bigger_parts(md, tmp_path, monkeypatch):
+    env = {"AWS_REGION": "us-east-1", "ORCH_AGENT_METADATA_URL": md.url}
+    store = box_s3.S3Store("ckpt", CLOUDS["aws"], env)
+    counter = PartCounter()
+    monkeypatch.setattr(store, "request", counter)
+    monkeypatch.setattr(box_s3, "PART_SIZE", 16)  # 10,000 parts of 16 bytes, and 1 byte more
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(16 * 10_000 + 1))
+    store.upload(str(big), "ck/big.bin")
+    assert len(counter.parts) <= 10_000
+    assert sum(counter.parts.values()) == big.stat().st_size
 
 
 def test_listing_pages_and_deleting(moto_server_url, md, s3, bucket):
