@@ -47,7 +47,7 @@ import urllib.request
 import xml.etree.ElementTree as ElementTree
 from calendar import timegm
 from http.client import HTTPException
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote_plus, urlsplit
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 PART_SIZE = 64 * 1024 * 1024
@@ -496,15 +496,27 @@ class S3Store:
         self._ok(response, "download " + self._where(key))
 
     def list(self, prefix: str) -> list:
+        """Every key under prefix (ListObjectsV2, page by page). The keys come URL-encoded
+        (encoding-type=url), as XML 1.0 cannot carry some characters a key may hold (ASCII 0
+        to 10...): https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html
+        An answer that is not XML fails the listing rather than reading as no keys."""
         keys = []
-        params = {"list-type": "2", "prefix": prefix}
+        where = "list " + self._where(prefix)
+        params = {"list-type": "2", "prefix": prefix, "encoding-type": "url"}
         while True:
-            response = self._ok(self.request("GET", "", params), "list " + self._where(prefix))
-            keys.extend(xml_items(response.body, "Key"))
-            token = xml_first(response.body, "NextContinuationToken")
-            if xml_first(response.body, "IsTruncated") != "true" or not token:
+            body = self._ok(self.request("GET", "", params), where).body
+            try:
+                ElementTree.fromstring(body)
+            except ElementTree.ParseError as exc:
+                raise StoreError(f"{where}: the answer is not S3's XML ({exc})") from exc
+            found = xml_items(body, "Key")
+            if xml_first(body, "EncodingType") == "url":  # as botocore decodes them
+                found = [unquote_plus(key) for key in found]
+            keys.extend(found)
+            token = xml_first(body, "NextContinuationToken")
+            if xml_first(body, "IsTruncated") != "true" or not token:
                 return keys
-            params = {"list-type": "2", "prefix": prefix, "continuation-token": token}
+            params = dict(params, **{"continuation-token": token})
 
     def delete(self, key: str) -> None:
         response = self.request("DELETE", key)

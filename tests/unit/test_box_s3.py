@@ -264,6 +264,26 @@ def test_listing_pages_and_deleting(moto_server_url, md, s3, bucket):
         missing.get_bytes("x")
 
 
+def test_keys_xml_cannot_carry_are_listed(moto_server_url, md, s3, bucket):
+    """One key with a control character made the listing unreadable, and it read as no keys
+    at all: the next checkpoint took number 1 again and the old ones were never pruned."""
+    md.aws_identity = lambda: ("role", role_credentials("SecretAccessKey"))
+    store = box_s3.S3Store(bucket, CLOUDS["aws"], store_env(moto_server_url, md))
+    names = ["p/a\x01b.bin", "p/plain.bin", "p/é ü+%20.bin"]
+    for name in names:
+        store.put_bytes(name, b"x")
+    assert sorted(store.list("p/")) == sorted(names)
+
+
+def test_a_listing_that_is_not_xml_fails(md, monkeypatch):
+    env = {"AWS_REGION": "us-east-1", "ORCH_AGENT_METADATA_URL": md.url}
+    store = box_s3.S3Store("ckpt", CLOUDS["aws"], env)
+    page = box_s3.Response(200, {}, b"<html><body>Sign in to the network<br></body>")
+    monkeypatch.setattr(store, "request", lambda *args, **kwargs: page)
+    with pytest.raises(box_s3.StoreError, match="not S3's XML"):
+        store.list("p/")
+
+
 def test_urls_follow_the_addressing_rules(md):
     env = {"AWS_REGION": "eu-west-1", "ORCH_AGENT_METADATA_URL": md.url}
     assert box_s3.S3Store("ckpt", CLOUDS["aws"], env).url_parts("a b/c") == (
