@@ -268,9 +268,11 @@ def fetch_file(store, key: str, root: str, real_root: str, rel: str, want: tuple
     sha256); returns the temporary path. Refuses to leave root."""
     target = os.path.join(root, *rel.split("/"))
     parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    if not inside(os.path.realpath(parent), real_root):  # a symlink already in DIR
+    # A symlink already in DIR: checked before makedirs, which would follow it and create
+    # the missing folders outside DIR (realpath resolves the part of parent that exists).
+    if not inside(os.path.realpath(parent), real_root):
         raise BadCheckpoint(f"refusing to write {rel!r}: it leads outside {root}")
+    os.makedirs(parent, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=parent)
     os.close(handle)
     try:

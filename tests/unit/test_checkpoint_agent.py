@@ -883,3 +883,30 @@ def test_watch_records_a_good_final_upload(env, s3, bucket, store, md, tmp_path)
     outcome = read_json(state / "agent.json")
     assert outcome is not None and outcome["final_upload"] == "ok"
     assert outcome["checkpoint"] == "00000001" and outcome["error"] is None
+
+
+def test_a_restore_through_a_symlinked_dir_creates_nothing_outside(tmp_path: Path) -> None:
+    """DIR/run is a symlink out of DIR: a manifest path under it is refused before any
+    directory is made, so the restore does not create DIR's folders outside it."""
+    import hashlib
+
+    outside, root = tmp_path / "outside", tmp_path / "dir"
+    outside.mkdir()
+    root.mkdir()
+    (root / "run").symlink_to(outside)
+    data = b"weights"
+    store = MemoryStore()
+    store.objects = {
+        "checkpoints/LATEST": b"00000001",
+        "checkpoints/00000001.manifest.json": json.dumps(
+            {
+                "seq": 1,
+                "files": {"run/new/deep/w.bin": len(data)},
+                "sha256": {"run/new/deep/w.bin": hashlib.sha256(data).hexdigest()},
+            }
+        ).encode(),
+        "checkpoints/00000001/run/new/deep/w.bin": data,
+    }
+    with pytest.raises(checkpoint_store.BadCheckpoint, match="leads outside"):
+        checkpoint_store.restore(store, checkpoint_store.Layout(""), str(root))
+    assert list(outside.iterdir()) == []
