@@ -171,15 +171,20 @@ class Plan:
 
 
 def write_plan(plan: Plan, path: str | os.PathLike[str]) -> Path:
-    """Write atomically, so a reader never sees half a plan."""
+    """Write atomically, so a reader never sees half a plan. A device or a pipe already at
+    `path` (`-o /dev/stdout`) is written through: a file renamed over it would take its place."""
     import tempfile  # heavy (shutil, random): only when a plan is written
 
     target = Path(path)
+    text = json.dumps(plan.to_dict(), indent=2) + "\n"
+    if target.exists() and not target.is_file():  # both follow links; a folder fails to open
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=target.parent)
     with os.fdopen(fd, "w") as handle:
-        json.dump(plan.to_dict(), handle, indent=2)
-        handle.write("\n")
+        handle.write(text)
     os.replace(tmp, target)
     return target
 

@@ -82,3 +82,15 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], needle: str) -> None:
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert needle in result.stderr
+
+
+def test_plan_output_to_a_link_to_stdout_writes_through_it(tmp_path) -> None:
+    # `-o /dev/stdout`: the plan was written to a temporary file renamed over the path, which
+    # put a regular file where the link was (as root in a container: /dev/stdout itself, or
+    # /dev/full; as another user, "Permission denied" in /dev) and stdout got nothing.
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    result = run_orch("plan", "--model", "bert-large", "-o", str(link))
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink()
+    assert '"schema": "orch.plan/v1"' in result.stdout
