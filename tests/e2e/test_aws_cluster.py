@@ -2,7 +2,7 @@
 
 - the rendered plan of a 4-node p4d cluster: a `cluster` placement group, the four EFA
   interfaces of each node (card 0 device 0, cards 1-3 device 1), a security group open to
-  itself, an Elastic IP on rank 0, every instance tagged with its rank and the cluster;
+  and from itself, an Elastic IP on rank 0, every instance tagged with its rank and the cluster;
 - `orch up` of that cluster, then `orch down` with a state Terraform cannot read: deleting by
   tag takes every node, the placement group, the launch template and the address; nothing
   tagged is left;
@@ -68,7 +68,7 @@ def tagged_left(ec2: Any, name: str) -> list[str]:
 # ------------------------------------------------------------------------------ the plan
 
 
-def test_rendered_cluster_plan_has_placement_group_efa_and_self_ingress(aws_env, tmp_path):
+def test_rendered_cluster_plan_has_placement_group_efa_and_self_rules(aws_env, tmp_path):
     request = RenderRequest(
         name="plan-cluster",
         owner="e2e@orch-tests",
@@ -116,6 +116,10 @@ def test_rendered_cluster_plan_has_placement_group_efa_and_self_ingress(aws_env,
     assert [(r["protocol"], r["from_port"], r["to_port"]) for r in own] == [("-1", 0, 0)]
     ssh = [rule for rule in sg["ingress"] if not rule["self"]]
     assert [(r["from_port"], r["cidr_blocks"]) for r in ssh] == [(22, [CIDR])]
+    # EFA also needs the way out to the group itself: 0.0.0.0/0 egress does not cover it
+    # (Amazon EKS's cluster group, "Outbound | All | All | Self (for EFA traffic)").
+    out = [rule for rule in sg["egress"] if rule["self"]]
+    assert [(r["protocol"], r["from_port"], r["to_port"]) for r in out] == [("-1", 0, 0)]
 
     # Four network cards: no public address at launch; rank 0 gets an Elastic IP.
     assert "aws_eip.this[0]" in resources

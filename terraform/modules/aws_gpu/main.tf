@@ -80,9 +80,9 @@ resource "aws_security_group" "this" {
 
   # A cluster's nodes talk to each other on every port (NCCL, the rendezvous, EFA's SRD
   # traffic): EFA needs a group that allows all traffic from and to itself ("Prepare an
-  # EFA-enabled security group", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html).
-  # Egress below already allows everything. Inline, like the SSH rule: mixing inline rules
-  # with aws_vpc_security_group_ingress_rule on one group makes them fight.
+  # EFA-enabled security group", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html):
+  # this rule in, the self egress rule below out. Inline, like the SSH rule: mixing inline
+  # rules with aws_vpc_security_group_ingress_rule on one group makes them fight.
   dynamic "ingress" {
     for_each = local.cluster ? [1] : []
     content {
@@ -100,6 +100,22 @@ resource "aws_security_group" "this" {
     to_port     = 0
     protocol    = "-1"
     cidr_blocks = ["0.0.0.0/0"]
+  }
+
+  # EFA's traffic needs an outbound rule to the group itself: the 0.0.0.0/0 rule above does
+  # not cover it. Amazon EKS's default cluster group carries both ("Outbound | All | All |
+  # Self (for EFA traffic)", https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html),
+  # and AWS PCS's EFA group is authorized egress to itself
+  # (https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_efa_create-sg.html).
+  dynamic "egress" {
+    for_each = local.cluster ? [1] : []
+    content {
+      description = "All traffic between the nodes of the cluster (EFA)"
+      from_port   = 0
+      to_port     = 0
+      protocol    = "-1"
+      self        = true
+    }
   }
 
   lifecycle {
