@@ -87,6 +87,11 @@ def cli() -> None:
     """
 
 
+# Click 8.2 and later raise this (a UsageError holding the whole help) for a group given no
+# command; 8.1 printed the help and exited 0.
+NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def run_click(args: list[str], collector_paused: bool = False) -> int:
     """Run `orch ARGS` through click; click's own failures become one line and a status.
     Other exceptions (OrchError, OSError, ...) are the caller's to report. `collector_paused`:
@@ -97,6 +102,9 @@ def run_click(args: list[str], collector_paused: bool = False) -> int:
     except click.exceptions.Abort:
         click.echo("orch: interrupted", err=True)
         return EXIT_INTERRUPTED
+    except NO_ARGS_IS_HELP as exc:  # a group without its command: `orch`, `orch pool`
+        click.echo(exc.ctx.get_help())  # as click 8.1 did, and `orch catalog` does
+        return 0
     except click.ClickException as exc:
         # Usage errors from click itself: keep them to one line.
         click.echo(f"orch: error: {' '.join(exc.format_message().split())}", err=True)

@@ -121,3 +121,16 @@ def test_deprecated_spellings_are_hidden_from_help() -> None:
     assert "--max-price" not in help_text("up")
     assert "all" not in help_text("sweep").split("--cloud", 1)[1].split("\n")[0]
     assert "[default: 1]" not in help_text("plan").split("--gpus", 1)[1].split("--zero")[0]
+
+
+@pytest.mark.parametrize("words", [(), ("pool",), ("catalog",)])
+def test_a_group_without_a_command_prints_its_help(words, capsys) -> None:
+    # Click 8.2 turned the help of a bare group into a usage error: `orch` and `orch pool`
+    # were one 2,000-character line `orch: error: Usage: orch [OPTIONS] ...`, exit 2. Now
+    # each prints its help as click 8.1 did and `orch catalog` always has.
+    from tests.support import run_cli
+
+    code, out, err = run_cli(capsys, *words)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"Usage: {' '.join(('orch', *words))} [OPTIONS] ")
+    assert "\nCommands:\n" in out
