@@ -167,6 +167,10 @@ def _validate(job: JobFile) -> None:
         # JSON Schema's minimum/maximum let NaN through (every comparison with it is false).
         if isinstance(value, float) and not math.isfinite(value):
             raise job.error(path, f"{value} is not a finite number")
+        # A command line cannot hold a NUL byte, so the options' checks never meet one (and
+        # a path with one is a ValueError in every os call).
+        if any(isinstance(text, str) and "\0" in text for text in (value, *path[-1:])):
+            raise job.error(path, "a NUL byte (\\0) in a key or value")
 
 
 def _explain(job: JobFile, error: Any) -> UsageError:

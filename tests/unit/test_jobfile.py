@@ -120,6 +120,10 @@ BAD_FILES = [
     ("- model\n", 1, ("mapping",)),
     ("model: bert-large\nrun:\n  env: [lower-case]\n", 3, ("run.env[0]", "variable name")),
     ("model: bert-large\njob:\n  headroom: 0.5\n", 3, ("job.headroom", "unknown key")),
+    # YAML can write a NUL byte, a command line cannot: these were ValueError tracebacks.
+    ('hf_config: "a\\0b"\n', 1, ("hf_config: a NUL byte",)),
+    ('model: bert-large\nrun:\n  workdir: "a\\0b"\n', 3, ("run.workdir: a NUL byte",)),
+    ('model: bert-large\nbox:\n  tags: {"a\\0": b}\n', 3, ("box.tags.a\\x00: a NUL byte",)),
     # An alias inside its own anchor is a value without end (it was a RecursionError).
     ("model: bert-large\nrun:\n  fetch: &a [*a]\n", 3, ("run.fetch[0]", "own anchor")),
     # Aliases of aliases: seven lines that expand to a million values (walked for seconds; nine
