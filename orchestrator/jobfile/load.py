@@ -133,11 +133,12 @@ class _LineIndex:
             self.inside.add(id(node))
             seen: set[Any] = set()
             for key_node, value_node in node.value:
-                where = (*path, key_node.value)
-                if key_node.value in seen:
+                key = _key(key_node)
+                where = (*path, key)
+                if key in seen:
                     self.lines[where] = key_node.start_mark.line + 1
                     raise self._error(where, "key given twice")
-                seen.add(key_node.value)
+                seen.add(key)
                 self.lines[where] = key_node.start_mark.line + 1
                 self.walk(value_node, where)
             self.inside.discard(id(node))
@@ -149,6 +150,17 @@ class _LineIndex:
 
     def _error(self, path: tuple[Any, ...], message: str) -> UsageError:
         return UsageError(f"{self.shown}:{self.lines.get(path, 1)}: {_dotted(path)}: {message}")
+
+
+def _key(node: Any) -> Any:
+    """A key as the loaded data has it (`1:` is the number 1, `~:` None), so that its line is
+    found and `1:` with `0x1:` is a key given twice."""
+    import yaml
+
+    try:
+        return yaml.constructor.SafeConstructor().construct_object(node)
+    except yaml.YAMLError:  # `<<` (a merge) has no value of its own
+        return node.value
 
 
 def _dotted(path: tuple[Any, ...]) -> str:

@@ -120,6 +120,10 @@ BAD_FILES = [
     ("- model\n", 1, ("mapping",)),
     ("model: bert-large\nrun:\n  env: [lower-case]\n", 3, ("run.env[0]", "variable name")),
     ("model: bert-large\njob:\n  headroom: 0.5\n", 3, ("job.headroom", "unknown key")),
+    # A key that is not a string (the number 1, true, ~) was reported on line 1.
+    ("model: bert-large\n1: 2\n", 2, ("[1]: unknown key",)),
+    ("model: bert-large\n~: 2\n", 2, ("None: unknown key",)),
+    ("model: bert-large\njob: {1: 2,\n  0x1: 3}\n", 3, ("job[1]: key given twice",)),
     # YAML can write a NUL byte, a command line cannot: these were ValueError tracebacks.
     ('hf_config: "a\\0b"\n', 1, ("hf_config: a NUL byte",)),
     ('model: bert-large\nrun:\n  workdir: "a\\0b"\n', 3, ("run.workdir: a NUL byte",)),
