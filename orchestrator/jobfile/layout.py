@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator.commands.job_options import RUN_OPTIONS, SHAPE_OPTIONS
 from orchestrator.commands.option_spec import Option
 from orchestrator.commands.selection_options import SELECTION_OPTIONS
+from orchestrator.sizing import resolve
 
 SCHEMA_ID = "https://github.com/orch/orch/docs/orch.schema.json"
 # One duration format (orchestrator/durations.py); in the file a unit is always written.
@@ -62,9 +63,33 @@ def _flag_name(option: Option) -> str:
     return option.flags[-1].lstrip("-").replace("-", "_")
 
 
+# The job's ranges that sizing/resolve.py checks (validate_job) once the options are parsed,
+# by parameter: in the schema too, so that a value out of range in the file is an error that
+# names the file, line and key rather than a flag the user did not type.
+RANGES: dict[str, dict[str, float]] = {
+    "batch": {"minimum": 1, "maximum": resolve.MAX_BATCH},
+    "seq": {"minimum": 1, "maximum": resolve.MAX_SEQ},
+    "target_seq": {"minimum": 1, "maximum": resolve.MAX_SEQ},
+    "image_size": {"minimum": 1, "maximum": resolve.MAX_IMAGE},
+    "lora_rank": {"minimum": 1, "maximum": resolve.MAX_LORA_RANK},
+    "grad_accum": {"minimum": 1, "maximum": resolve.MAX_GRAD_ACCUM},
+    "lora_dropout": {"minimum": 0, "exclusiveMaximum": 1},
+    "gpus": {"minimum": 1, "maximum": resolve.MAX_GPUS},
+    "params_m": {"minimum": resolve.MIN_PARAMS_M, "maximum": resolve.MAX_PARAMS_M},
+}
+
+
+def _ranged(param: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with the parameter's range from RANGES (replacing the option's own bounds)."""
+    if param not in RANGES:
+        return schema
+    bounds = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+    return {**{k: v for k, v in schema.items() if k not in bounds}, **RANGES[param]}
+
+
 def _from_options(section: str, options: tuple[Option, ...], skip: set[str]) -> list[Key]:
     return [
-        Key((section, _flag_name(o)), o.name, _option_schema(o), o.help or "")
+        Key((section, _flag_name(o)), o.name, _ranged(o.name, _option_schema(o)), o.help or "")
         for o in options
         if o.name not in skip
     ]
@@ -100,7 +125,7 @@ MODEL_KEYS = [
     Key(
         ("params_m",),
         "params_m",
-        {"type": "number", "exclusiveMinimum": 0},
+        _ranged("params_m", {"type": "number"}),
         "Only a size in millions of parameters: a GPT-style guess.",
     ),
 ]
@@ -121,7 +146,7 @@ _GPUS = next(o for o in SHAPE_OPTIONS if o.name == "gpus")
 _SELECTION_SKIP = {"throughput", "deadline", "max_price", "nodes"}
 _NODES = next(o for o in SELECTION_OPTIONS if o.name == "nodes")
 RESOURCE_KEYS = [
-    Key(("resources", "gpus"), "gpus", {"type": "integer", "minimum": 1}, _GPUS.help or ""),
+    Key(("resources", "gpus"), "gpus", _ranged("gpus", {"type": "integer"}), _GPUS.help or ""),
     *_from_options("resources", SELECTION_OPTIONS, _SELECTION_SKIP),
     Key(
         ("resources", "max_price"),

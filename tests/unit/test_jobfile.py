@@ -120,6 +120,13 @@ BAD_FILES = [
     ("- model\n", 1, ("mapping",)),
     ("model: bert-large\nrun:\n  env: [lower-case]\n", 3, ("run.env[0]", "variable name")),
     ("model: bert-large\njob:\n  headroom: 0.5\n", 3, ("job.headroom", "unknown key")),
+    # Ranges the flags get from sizing/resolve.py: these were `--batch must be at least 1`,
+    # naming a flag that was not typed and neither the file nor the line.
+    ("model: bert-large\njob:\n  batch: 0\n", 3, ("job.batch", "minimum of 1")),
+    ("model: bert-large\njob:\n  image_size: 100000\n", 3, ("job.image_size", "16384")),
+    ("model: bert-large\njob:\n  lora_dropout: 1\n", 3, ("job.lora_dropout", "maximum")),
+    ("params_m: 0.5\n", 1, ("params_m", "minimum of 1")),
+    ("model: bert-large\nresources:\n  gpus: 100000\n", 3, ("resources.gpus", "65536")),
     # A key that is not a string (the number 1, true, ~) was reported on line 1.
     ("model: bert-large\n1: 2\n", 2, ("[1]: unknown key",)),
     ("model: bert-large\n~: 2\n", 2, ("None: unknown key",)),
