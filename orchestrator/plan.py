@@ -177,15 +177,18 @@ def write_plan(plan: Plan, path: str | os.PathLike[str]) -> Path:
 
     target = Path(path)
     text = json.dumps(plan.to_dict(), indent=2) + "\n"
-    if target.exists() and not target.is_file():  # both follow links; a folder fails to open
-        with open(target, "w", encoding="utf-8") as handle:
+    try:
+        if target.exists() and not target.is_file():  # both follow links; a folder fails
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=target.parent)
+        with os.fdopen(fd, "w") as handle:
             handle.write(text)
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".plan-", dir=target.parent)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, target)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise UsageError(f"cannot write plan {path}: {exc.strerror or exc}") from None
     return target
 
 

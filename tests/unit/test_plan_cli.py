@@ -94,3 +94,14 @@ def test_plan_output_to_a_link_to_stdout_writes_through_it(tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     assert link.is_symlink()
     assert '"schema": "orch.plan/v1"' in result.stdout
+
+
+def test_plan_output_that_cannot_be_written_is_one_line_naming_it(tmp_path) -> None:
+    # It was `orch: error: File exists` (exit 1): neither the path nor bad input.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = blocker / "plan.json"
+    result = run_orch("plan", "--model", "bert-large", "-o", str(out))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"orch: error: cannot write plan {out}: ")
+    assert result.stderr.count("\n") == 1 and not result.stdout
