@@ -28,9 +28,12 @@ class Duration(click.ParamType):
             value = str(value)
         option = param.opts[-1] if param is not None and param.opts else "duration"
         try:
-            return parse_seconds(value, option, self.bare_unit, allow_zero=self.allow_zero)
+            seconds = parse_seconds(value, option, self.bare_unit, allow_zero=True)
         except UsageError:
             self.fail(f"{value!r} is not a duration (use e.g. {EXAMPLES})", param, ctx)
+        if seconds == 0 and not self.allow_zero:
+            self.fail(f"{value!r} is zero: give a positive duration (e.g. {EXAMPLES})", param, ctx)
+        return seconds
 
 
 DURATION = Duration()

@@ -244,6 +244,11 @@ def test_job_command_durations_are_bounded(home, capsys, argv):
     refused(capsys, *argv, words=("--timeout",))
 
 
+def test_a_zero_duration_is_said_to_be_zero(home, capsys):
+    # It was "'0s' is not a duration (use e.g. 30s, 10m, 2h, 1d)": written as the examples.
+    refused(capsys, "stop", "exp1", "--timeout", "0s", words=("--timeout", "'0s' is zero"))
+
+
 class _SaysOnStderr:
     """A box whose scripts fail with `stderr` (the box writes every byte of it)."""
 
