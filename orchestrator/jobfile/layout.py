@@ -136,7 +136,12 @@ JOB_KEYS = [
     Key(
         ("job", "cuda_context_gib"),
         "cuda_context_gib",
-        {"type": ["number", "string"]},
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": 16},  # as sizing/resolve.py
+                {"type": "string", "pattern": "^box:"},
+            ]
+        },
         "CUDA context per GPU in GiB, or box:NAME.",
         _as_text,
     ),

@@ -200,6 +200,8 @@ def _explain(job: JobFile, error: Any) -> UsageError:
         return job.error(path, f"{error.instance!r} is not an environment variable name")
     if error.validator == "anyOf" and path == ("box", "ttl"):
         return job.error(path, f"{error.instance!r} is not a duration (30m, 2h, 1d) or none")
+    if error.validator == "anyOf" and path == ("job", "cuda_context_gib"):
+        return job.error(path, f"{error.instance!r} is not GiB from 0 to 16, or box:NAME")
     message = " ".join(error.message.split())
     if len(message) > 200:
         message = message[:200] + "..."

@@ -127,6 +127,7 @@ BAD_FILES = [
     ("model: bert-large\njob:\n  lora_dropout: 1\n", 3, ("job.lora_dropout", "maximum")),
     ("params_m: 0.5\n", 1, ("params_m", "minimum of 1")),
     ("model: bert-large\nresources:\n  gpus: 100000\n", 3, ("resources.gpus", "65536")),
+    ("model: bert-large\njob:\n  cuda_context_gib: 99\n", 3, ("job.cuda_context_gib", "0 to 16")),
     # A key that is not a string (the number 1, true, ~) was reported on line 1.
     ("model: bert-large\n1: 2\n", 2, ("[1]: unknown key",)),
     ("model: bert-large\n~: 2\n", 2, ("None: unknown key",)),
