@@ -196,8 +196,9 @@ def _explain(job: JobFile, error: Any) -> UsageError:
         return job.error((*path, name), f"unknown key ({hint})")
     if error.validator == "pattern" and "[smhd]" in error.schema.get("pattern", ""):
         return job.error(path, f"{error.instance!r} is not a duration (30s, 10m, 2h, 1d)")
-    if error.validator == "pattern" and path[:2] == ("run", "env"):
-        return job.error(path, f"{error.instance!r} is not an environment variable name")
+    if path[:2] == ("run", "env"):  # what is written there is not shown: it may be a secret
+        what = "an environment variable name" if len(path) > 2 else "a list of variable names"
+        return job.error(path, f"not {what} (names only: values are read at run time)")
     if error.validator == "anyOf" and path == ("box", "ttl"):
         return job.error(path, f"{error.instance!r} is not a duration (30m, 2h, 1d) or none")
     if error.validator == "anyOf" and path == ("job", "cuda_context_gib"):

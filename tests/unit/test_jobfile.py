@@ -128,6 +128,10 @@ BAD_FILES = [
     ("params_m: 0.5\n", 1, ("params_m", "minimum of 1")),
     ("model: bert-large\nresources:\n  gpus: 100000\n", 3, ("resources.gpus", "65536")),
     ("model: bert-large\njob:\n  cuda_context_gib: 99\n", 3, ("job.cuda_context_gib", "0 to 16")),
+    # A value written where a name belongs was shown in the error (and so in CI logs).
+    ("model: bert-large\nrun:\n  env: [HF_TOKEN=hf_s3cr3t]\n", 3, ("run.env[0]: not an",)),
+    ("model: bert-large\nrun:\n  env: {HF_TOKEN: hf_s3cr3t}\n", 3, ("run.env: not a list",)),
+    ("model: bert-large\nrun:\n  env: [{HF_TOKEN: hf_s3cr3t}]\n", 3, ("run.env[0]: not an",)),
     # A key that is not a string (the number 1, true, ~) was reported on line 1.
     ("model: bert-large\n1: 2\n", 2, ("[1]: unknown key",)),
     ("model: bert-large\n~: 2\n", 2, ("None: unknown key",)),
@@ -160,6 +164,7 @@ def test_a_bad_file_is_one_line_naming_key_and_line(here, capsys, text, line, wo
         assert lines[0].startswith(f"orch: error: orch.yaml:{line}: "), lines[0]
         for word in words:
             assert word in lines[0], lines[0]
+        assert "s3cr3t" not in lines[0]
     assert not (here / "home" / "boxes").exists()
 
 
