@@ -32,6 +32,8 @@ def init(path: str, force: bool) -> None:
     """
     from orchestrator.jobfile.example import EXAMPLE
 
+    if not path:  # Path("") is the current folder, which "exists"
+        raise UsageError("-f: the file name is empty")
     target = Path(path)
     if target.exists() and not force:
         raise UsageError(f"{path} exists", hint="--force replaces it")

@@ -63,6 +63,8 @@ class JobFile:
 
 def read_job_file(path: str) -> JobFile:
     """The job file at `path`, parsed and validated; UsageError (one line) otherwise."""
+    if not path:  # Path("") is the current folder
+        raise UsageError("-f: the job file's name is empty")
     target = Path(path)
     try:
         if target.is_dir():

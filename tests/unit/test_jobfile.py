@@ -181,6 +181,12 @@ def test_missing_or_odd_files_are_usage_errors(here, capsys):
         assert code == 2 and err.startswith("orch: error:") and words in err
 
 
+def test_an_empty_file_name_is_called_empty(here, capsys):
+    # It was "job file  is a directory" and, from init, "  exists (--force replaces it)".
+    cli_refused(capsys, "plan", "-f", "", words=("-f: the job file's name is empty",))
+    cli_refused(capsys, "init", "-f", "", words=("-f: the file name is empty",))
+
+
 def _capture_run(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     from orchestrator.run import session
 
