@@ -59,6 +59,20 @@ def test_the_example_is_current_valid_and_plans(here, capsys):
     assert run_cli(capsys, "init", "--force")[0] == 0
 
 
+def test_the_readme_s_job_file_plans_within_its_own_limits(here, capsys):
+    """The orch.yaml the README shows is the one users copy first: it validates and finds a
+    box within its own max_price and deadline (a catalog or model change that breaks this
+    must change the README too)."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## The job file, `orch.yaml`", 1)[1].split("```yaml\n", 1)[1]
+    write(here / "orch.yaml", block.split("```", 1)[0])
+    plan = plan_json(capsys)
+    choice = plan["choice"]
+    assert choice["market"] == "spot" and choice["price_per_hour"] <= 2.0
+    assert choice["hours"] <= 8
+    assert plan["job"]["lora_rank"] == 16 and plan["job"]["model"] == "llama-3-8b"
+
+
 def test_flags_override_the_file_and_file_gpus_filter(here, capsys):
     write(here / "orch.yaml", "model: bert-large\njob:\n  batch: 16\nresources:\n  gpus: 4\n")
     plan = plan_json(capsys)
