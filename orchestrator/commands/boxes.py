@@ -10,7 +10,7 @@ import click
 
 from orchestrator.commands.aliases import deprecated_option, take_deprecated, warn_deprecated
 from orchestrator.commands.check_options import (
-    DAY_S,
+    DURATION_RANGES,
     VIA_CHOICES,
     bounded,
     check_timeout_option,
@@ -151,7 +151,7 @@ def up(
     # --max-price is up's old name of the bid (planning inline, it also filters, as it did).
     old_bid = kwargs.get("max_price")
     bid = take_deprecated("--spot-bid", spot_bid, "--max-price", old_bid, explicit("spot_bid"))
-    bounded("--check-timeout", check_timeout, low=1, high=DAY_S)
+    bounded("--check-timeout", check_timeout, **DURATION_RANGES["check_timeout"])
     if not no_check and via == "ssh":
         from orchestrator.check.transport import resolve_ssh_config
 

@@ -22,6 +22,17 @@ VIA_CHOICE = click.Choice(VIA_CHOICES)
 # run and destroys a box that was about to answer).
 DEFAULT_CHECK_TIMEOUT = "15m"
 DAY_S = 86400.0
+# The range, in seconds, of each duration option of up/run (by parameter): checked by `bounded`
+# once the options are parsed, and where a job file sets the option, at its loading
+# (jobfile/layout.py), so that the file's error names its file, line and key.
+DURATION_RANGES: dict[str, dict[str, float]] = {
+    "check_timeout": {"low": 1, "high": DAY_S},
+    "ssh_lost_after": {"low": 5, "high": DAY_S},
+    "watch_interval": {"low": 0.2, "high": 3600},
+    "rendezvous_timeout": {"low": 10, "high": DAY_S},
+    "checkpoint_interval": {"low": 1, "high": DAY_S},
+    "lease_wait": {"low": 0, "high": DAY_S},
+}
 
 
 def via_option(help_text: str = "How to reach the box.") -> Callable[[F], F]:

@@ -10,6 +10,7 @@ import click
 
 from orchestrator.commands.check_options import (
     DAY_S,
+    DURATION_RANGES,
     bounded,
     check_timeout_option,
     ssh_config_option,
@@ -106,7 +107,7 @@ def create(name: str, plan_path: str, minimum: int, maximum: int, idle: str, ttl
     lease_s = _seconds("--lease-ttl", lease_ttl, 60, 7 * DAY_S)
     if lease_s >= ttl_s:
         raise UsageError("--lease-ttl must be shorter than the boxes' --ttl")
-    bounded("--check-timeout", check_timeout, low=1, high=DAY_S)
+    bounded("--check-timeout", check_timeout, **DURATION_RANGES["check_timeout"])
     request = build_request(
         lambda: read_plan(plan_path),
         name=new_box_name(name),  # each box gets its own name when it starts

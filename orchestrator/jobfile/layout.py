@@ -9,12 +9,16 @@ commands/selection_options.py), so the file and the flags cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from orchestrator.commands.check_options import DURATION_RANGES
 from orchestrator.commands.job_options import RUN_OPTIONS, SHAPE_OPTIONS
 from orchestrator.commands.option_spec import Option
 from orchestrator.commands.selection_options import SELECTION_OPTIONS
+from orchestrator.jobfile import checks
+from orchestrator.provision.inputs import MAX_TAGS
+from orchestrator.run.spec import MAX_ENV
 from orchestrator.sizing import resolve
 
 SCHEMA_ID = "https://github.com/orch/orch/docs/orch.schema.json"
@@ -28,13 +32,15 @@ STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1}}
 class Key:
     """One leaf of the file: `path` ("job", "batch"), the command parameter it sets, and its
     schema. `to_option(value, base)` turns the file's value into the option's (e.g. a mapping
-    into KEY=VALUE strings); `base` is the job file's folder, for relative paths."""
+    into KEY=VALUE strings); `base` is the job file's folder, for relative paths. `check`: the
+    option's own rule where the schema cannot say it (jobfile/checks.py), run at loading."""
 
     path: tuple[str, ...]
     param: str
     schema: dict[str, Any]
     description: str = ""
     to_option: Callable[[Any, str], Any] | None = None
+    check: checks.Check | None = None
 
     @property
     def dotted(self) -> str:
@@ -165,7 +171,13 @@ RESOURCE_KEYS = [
         {"type": "number", "exclusiveMinimum": 0},
         "Spot boxes: the most to pay per hour, USD (up, run).",
     ),
-    Key(("resources", "deadline"), "deadline", DURATION, "The job must finish within this."),
+    Key(
+        ("resources", "deadline"),
+        "deadline",
+        DURATION,
+        "The job must finish within this.",
+        check=checks.positive_duration,
+    ),
     Key(
         ("resources", "nodes"),
         "nodes",
@@ -189,6 +201,7 @@ BOX_KEYS = [
         "ttl",
         {"anyOf": [DURATION, {"const": "none"}]},
         "Box lifetime (default 12h); `none`: never expires (warned about).",
+        check=checks.box_lifetime,
     ),
     Key(("box", "ssh_cidr"), "ssh_cidrs", STRINGS, "IPv4 blocks allowed to SSH in."),
     Key(("box", "allow_world_ssh"), "allow_world_ssh", {"type": "boolean"}),
@@ -196,9 +209,10 @@ BOX_KEYS = [
     Key(
         ("box", "tags"),
         "tags",
-        {"type": "object", "additionalProperties": {"type": "string"}},
+        {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": MAX_TAGS},
         "Extra tags.",
         _pairs,
+        checks.box_tags,
     ),
     Key(("box", "subnet_id"), "subnet_id", {"type": "string", "minLength": 1}),
     Key(("box", "ssh_alias"), "ssh_alias", {"type": "boolean"}, "Write `Host orch-NAME`."),
@@ -212,9 +226,10 @@ RUN_KEYS = [
     Key(
         ("run", "env"),
         "env",
-        {"type": "array", "items": ENV_NAME},
+        {"type": "array", "items": ENV_NAME, "maxItems": MAX_ENV},
         "Names of environment variables passed to the job (their values are read from the"
         " environment at run time, never stored).",
+        check=checks.environment_names,
     ),
     Key(
         ("run", "workdir"),
@@ -246,7 +261,20 @@ RUN_KEYS = [
     Key(("pool", "wait"), "lease_wait", DURATION, "How long to wait for a free box."),
 ]
 
-KEYS: tuple[Key, ...] = (*MODEL_KEYS, *JOB_KEYS, *RESOURCE_KEYS, *BOX_KEYS, *RUN_KEYS)
+
+def _with_duration_ranges(keys: list[Key]) -> list[Key]:
+    """Each duration key of an option with a range in DURATION_RANGES, checked against it."""
+    return [
+        replace(key, check=checks.duration_within(**DURATION_RANGES[key.param]))
+        if key.param in DURATION_RANGES and key.check is None
+        else key
+        for key in keys
+    ]
+
+
+KEYS: tuple[Key, ...] = tuple(
+    _with_duration_ranges([*MODEL_KEYS, *JOB_KEYS, *RESOURCE_KEYS, *BOX_KEYS, *RUN_KEYS])
+)
 
 # Not an option: the command `orch run` runs (its argv after `--` replaces it).
 COMMAND_SCHEMA = {

@@ -2,7 +2,8 @@
 
 Every error is one line that names the file, the line and the key:
 `orch.yaml:12: resources.gpus: 'two' is not of type 'integer'` (exit 2). Values are checked
-here only as far as the schema goes; the rest (a model name, a CIDR, a bucket URL) is checked
+here by the schema, and by the options' own rules that a schema cannot say (a duration's range,
+reserved names: jobfile/checks.py); the rest (a model name, a CIDR, a bucket URL) is checked
 by the same code that checks the flags, because the file's values reach the commands as their
 options' defaults (click's default_map).
 """
@@ -185,6 +186,10 @@ def _validate(job: JobFile) -> None:
         # a path with one is a ValueError in every os call).
         if any(isinstance(text, str) and "\0" in text for text in (value, *path[-1:])):
             raise job.error(path, "a NUL byte (\\0) in a key or value")
+    for key, value in _present(job.data):  # the options' rules the schema cannot say
+        problem = key.check(value) if key.check is not None else None
+        if problem is not None:
+            raise job.error((*key.path, *problem[0]), problem[1])
 
 
 def _explain(job: JobFile, error: Any) -> UsageError:
@@ -198,6 +203,8 @@ def _explain(job: JobFile, error: Any) -> UsageError:
         return job.error((*path, name), f"unknown key ({hint})")
     if error.validator == "pattern" and "[smhd]" in error.schema.get("pattern", ""):
         return job.error(path, f"{error.instance!r} is not a duration (30s, 10m, 2h, 1d)")
+    if error.validator in ("maxItems", "maxProperties"):  # not the whole value: a long line
+        return job.error(path, f"more than {error.validator_value} entries")
     if path[:2] == ("run", "env"):  # what is written there is not shown: it may be a secret
         what = "an environment variable name" if len(path) > 2 else "a list of variable names"
         return job.error(path, f"not {what} (names only: values are read at run time)")

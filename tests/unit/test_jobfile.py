@@ -142,6 +142,34 @@ BAD_FILES = [
     ("params_m: 0.5\n", 1, ("params_m", "minimum of 1")),
     ("model: bert-large\nresources:\n  gpus: 100000\n", 3, ("resources.gpus", "65536")),
     ("model: bert-large\njob:\n  cuda_context_gib: 99\n", 3, ("job.cuda_context_gib", "0 to 16")),
+    # Rules the options get once parsed, where the schema cannot say them (a duration is
+    # text): these named a flag that was not typed (`--ttl 40d is longer than 30 days`), and
+    # `plan` let them through; a tag key with `=` was split into another tag.
+    ("model: bert-large\nresources:\n  deadline: 0s\n", 3, ("resources.deadline", "zero")),
+    ("model: bert-large\nbox:\n  ttl: 40d\n", 3, ("box.ttl: '40d' is not from 1m to 30d",)),
+    ("model: bert-large\nbox:\n  ttl: 30s\n", 3, ("box.ttl", "from 1m")),
+    ("model: bert-large\nbox:\n  check_timeout: 0s\n", 3, ("box.check_timeout", "1s to 1d")),
+    ("model: bert-large\nbox:\n  check_timeout: 2d\n", 3, ("box.check_timeout", "1s to 1d")),
+    ("model: bert-large\nrun:\n  rendezvous_timeout: 1s\n", 3, ("run.rendezvous_timeout",)),
+    ("model: bert-large\ncheckpoint:\n  interval: 2d\n", 3, ("checkpoint.interval", "1d")),
+    ("model: bert-large\nrecovery:\n  watch_interval: 2h\n", 3, ("recovery.watch_", "1h")),
+    ("model: bert-large\nrecovery:\n  ssh_lost_after: 1s\n", 3, ("recovery.ssh_lost_after",)),
+    ("model: bert-large\npool:\n  wait: 2d\n", 3, ("pool.wait: '2d' is not from 0s to 1d",)),
+    ("model: bert-large\nrun:\n  env: [HOME, ORCH_RUN_ID]\n", 3, ("run.env[1]: orch sets",)),
+    ("model: bert-large\nrun:\n  env: [_orch_x]\n", 3, ("run.env[0]", "orch's own")),
+    ("model: bert-large\nbox:\n  tags: {a=b: c}\n", 3, ("box.tags.a=b", "'='")),
+    ("model: bert-large\nbox:\n  tags:\n    ok: a\n    aws:x: b\n", 5, ("box.tags.aws:x",)),
+    ("model: bert-large\nbox:\n  tags: {k: " + "v" * 257 + "}\n", 3, ("box.tags.k", "256")),
+    (
+        "model: bert-large\nbox:\n  tags: {" + ", ".join(f"k{i}: v" for i in range(31)) + "}\n",
+        3,
+        ("box.tags: more than 30 entries",),
+    ),
+    (
+        "model: bert-large\nrun:\n  env: [" + ", ".join(f"V{i}" for i in range(101)) + "]\n",
+        3,
+        ("run.env: more than 100 entries",),
+    ),
     # A value written where a name belongs was shown in the error (and so in CI logs).
     ("model: bert-large\nrun:\n  env: [HF_TOKEN=hf_s3cr3t]\n", 3, ("run.env[0]: not an",)),
     ("model: bert-large\nrun:\n  env: {HF_TOKEN: hf_s3cr3t}\n", 3, ("run.env: not a list",)),
