@@ -170,12 +170,22 @@ def _number(value: object, field: str, bad: Any) -> float:
     return float(value)
 
 
+# Beside the keys that name the image, every cloud's image may say which CUDA its software
+# needs: `orch check` then holds the driver to it (check/drivers.py; docs/check.md, `driver`).
+IMAGE_CUDA_RE = re.compile(r"\d{1,2}(\.\d{1,2}){0,2}")
+
+
 def _image(image: object, rules: Rules, bad: Any) -> None:
     if not isinstance(image, dict) or not image:
         raise bad("image", image, "an object naming the image")
-    unknown = sorted(set(image) - set(rules.image_keys))
+    keys = (*rules.image_keys, "cuda")
+    unknown = sorted(set(image) - set(keys))
     if unknown:
-        raise bad("image", unknown[0], f"an image field ({', '.join(rules.image_keys)})")
+        raise bad("image", unknown[0], f"an image field ({', '.join(keys)})")
+    if "cuda" in image and not (
+        isinstance(image["cuda"], str) and IMAGE_CUDA_RE.fullmatch(image["cuda"])
+    ):
+        raise bad("image.cuda", image["cuda"], "a CUDA version such as 12.8")
     for key, value in image.items():
         values = value if key == "owners" and isinstance(value, list) else [value]
         if not values:
@@ -184,5 +194,5 @@ def _image(image: object, rules: Rules, bad: Any) -> None:
             _text(item, f"image.{key}", bad)
     if "id" in image and not rules.image_id_re.fullmatch(image["id"]):
         raise bad("image.id", image["id"], "an image id")
-    if set(image) <= {"owners"}:
-        raise bad("image", image, "an object naming the image (owners alone name none)")
+    if set(image) <= {"owners", "cuda"}:
+        raise bad("image", image, "an object naming the image (owners or cuda alone name none)")

@@ -83,6 +83,9 @@ HOSTILE_CANDIDATES = [
     (AWS, {"image": {"owners": "amazon"}}, ("image",)),
     (AWS, {"image": {"ssm_parameter": 7}}, ("image.ssm_parameter",)),
     (ALIYUN, {"image": {"ssm_parameter": "/aws/x"}}, ("image",)),  # an AWS field on Aliyun
+    (AWS, {"image": {"id": "ami-1e749f67", "cuda": "12.8; reboot"}}, ("image.cuda",)),
+    (AWS, {"image": {"id": "ami-1e749f67", "cuda": 12.8}}, ("image.cuda",)),
+    (AWS, {"image": {"cuda": "12.8"}}, ("image",)),  # a CUDA version names no image
     (AWS, {"price_per_hour": "cheap"}, ("price_per_hour",)),
     (AWS, {"price_per_hour": -1.0}, ("price_per_hour",)),
     (AWS, {"cost": math.inf}, ("cost",)),
@@ -114,9 +117,14 @@ def test_a_bad_alternative_is_refused_too(capsys, home, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("instance_type", [AWS, ALIYUN])
-def test_the_suite_s_default_candidates_pass(capsys, home, tmp_path, instance_type) -> None:
-    """The other side of the tests above: a sound plan gets as far as rendering the box."""
-    plan = plan_file(tmp_path, candidate(instance_type))
+@pytest.mark.parametrize("cuda", [None, "12.8"])
+def test_the_suite_s_default_candidates_pass(capsys, home, tmp_path, instance_type, cuda) -> None:
+    """The other side of the tests above: a sound plan gets as far as rendering the box,
+    also with the CUDA its image needs (`image.cuda`, which `orch check` holds the driver to)."""
+    sound = candidate(instance_type)
+    if cuda:
+        sound = replace(sound, image={**sound.image, "cuda": cuda})
+    plan = plan_file(tmp_path, sound)
     with pytest.raises(Tripwire):
         run_cli(capsys, *up_args(plan))
 
