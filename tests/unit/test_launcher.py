@@ -17,6 +17,7 @@ from orchestrator.run import remote
 from orchestrator.run.launcher import Topology, node_command, node_env, resolve_launcher
 from orchestrator.run.on_cluster import node_specs, rendezvous_ports
 from orchestrator.run.spec import RunSpec, parse_env
+from tests.support import require_module
 
 RUN_ID = "r-20261205-080000-abcdef"
 TWO = Topology(node_ips=("10.0.1.4", "10.0.1.5"), gpus_per_node=8, run_id=RUN_ID)
@@ -74,7 +75,7 @@ def test_interpreter_options_reach_every_worker_as_written():
 
 
 def test_torchrun_s_own_parser_takes_the_argv():
-    run = pytest.importorskip("torch.distributed.run")
+    run = require_module("torch.distributed.run", "torch (pip install -e '.[trace]')")
     parse = run.get_args_parser().parse_args
     args = parse(node_command(["python", "-u", "train.py", "-v"], TWO, 0, "torchrun")[3:])
     assert (args.no_python, args.training_script, args.training_script_args) == (

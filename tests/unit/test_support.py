@@ -93,3 +93,17 @@ def test_under_ci_a_missing_prerequisite_in_a_test_fails_it(tmp_path: Path) -> N
     assert result.returncode == 1, output
     assert "1 failed, 1 passed" in output, output
     assert "CI=true: end-to-end prerequisites are mandatory" in output
+
+
+def test_no_test_skips_except_through_require() -> None:
+    """`require`/`require_module` are the suite's only way to skip: they fail under CI=true.
+    A direct pytest.skip, skipif or importorskip would let CI pass without the test."""
+    direct = ("pytest.skip(", "importorskip(", "mark.skip", "skipif(")
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if path != REPO / "tests" / "support.py" and path != Path(__file__)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if any(word in line for word in direct)
+    ]
+    assert found == [], f"skips that bypass tests.support.require: {found}"
