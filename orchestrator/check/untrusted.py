@@ -46,3 +46,10 @@ def printable_lines(text: object, limit: int | None = None) -> str:
     """`text` escaped line by line (each line as `printable`): a multi-line message (a cloud's
     or Terraform's error detail) stays readable, and no line can carry a terminal escape."""
     return "\n".join(printable(line, limit) for line in str(text).splitlines())
+
+
+def last_line(text: str, limit: int = 300) -> str:
+    """The last line of `text` that is not blank, escaped and cut to `limit` ("" if none):
+    what a failed box command, ssh or rsync said last, for orch's one-line error."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return printable(lines[-1], limit) if lines else ""

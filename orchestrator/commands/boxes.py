@@ -354,7 +354,7 @@ def box_detail(box: Any) -> dict[str, Any]:
 
 
 def _detail(name: str, as_json: bool) -> None:
-    from orchestrator.check.untrusted import printable
+    from orchestrator.check.untrusted import printable_lines
     from orchestrator.provision.boxes import load_box
 
     box = load_box(name)
@@ -389,8 +389,7 @@ def _detail(name: str, as_json: bool) -> None:
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         if value:  # the record's and the cloud's words (outputs, errors): escaped, line by line
-            shown = "\n".join(printable(line, limit=None) for line in str(value).splitlines())
-            click.echo(f"  {label:{width}}  {shown}")
+            click.echo(f"  {label:{width}}  {printable_lines(value)}")
 
 
 def _attempt(attempt: dict[str, Any]) -> str:

@@ -94,7 +94,7 @@ def _print_log(transport: Any, script: str, sink: Any, run_id: str) -> None:
     import subprocess
     import threading
 
-    from orchestrator.check.untrusted import printable
+    from orchestrator.check.untrusted import last_line
     from orchestrator.run.shell import stream_argv
 
     # stderr is the box's too (its shell's rc files, `cat`): kept here, the tail only, and
@@ -127,8 +127,8 @@ def _print_log(transport: Any, script: str, sink: Any, run_id: str) -> None:
     code = proc.wait()
     reader.join(timeout=5)
     if code != 0:
-        lines = errors.decode("utf-8", "replace").strip().splitlines()
-        why = f": {printable(lines[-1], 300)}" if lines else ""
+        said = last_line(errors.decode("utf-8", "replace"))
+        why = f": {said}" if said else ""
         raise OrchError(f"reading the output of run {run_id} failed (ssh exit {code}){why}")
 
 

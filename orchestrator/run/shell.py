@@ -17,7 +17,7 @@ from orchestrator.check.transport import (
     sleep_until,
     transport_for_box,
 )
-from orchestrator.check.untrusted import printable
+from orchestrator.check.untrusted import last_line
 from orchestrator.clouds.values import CommandResult
 from orchestrator.errors import OrchError
 from orchestrator.provision.boxes import Box
@@ -71,7 +71,7 @@ def call_ok(
     (escaped: it reaches the terminal in orch's own error line)."""
     result = call(transport, script, what=what, timeout=timeout, retry_s=retry_s, gone=gone)
     if result.exit_code != 0:
-        last = printable((result.stderr.strip().splitlines() or ["no message"])[-1], 300)
+        last = last_line(result.stderr) or "no message"
         raise OrchError(f"{what} failed on the box (exit {result.exit_code}): {last}")
     return result.stdout
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.check.transport import SshTransport
-from orchestrator.check.untrusted import printable
+from orchestrator.check.untrusted import last_line, printable
 from orchestrator.errors import OrchError
 from orchestrator.run import ignores
 from orchestrator.run.shell import call, rsync_shell
@@ -60,8 +60,7 @@ def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
 
 def _last_line(text: str) -> str:
     """rsync's last line, escaped: the box's shell and rsync write into it."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return printable(lines[-1], 300) if lines else "no message"
+    return last_line(text) or "no message"
 
 
 def push(
