@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+from orchestrator import jsontext
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.provision import state_backend
 
@@ -216,8 +217,8 @@ def encode(data: dict[str, Any]) -> bytes:
 
 def decode(body: bytes, key: str, url: str) -> dict[str, Any]:
     try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:  # nested deeper than the interpreter's limit
+        data = jsontext.loads(body)  # also for JSON nested too deeply
+    except ValueError as exc:
         raise OrchError(f"record {key} in {url} is damaged: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise OrchError(f"record {key} in {url} is not a JSON object")
