@@ -147,6 +147,35 @@ def test_run_command_polls_and_decodes_output(sim):
     assert caught.value.code == "InvalidInstanceId.NotFound"
 
 
+def test_run_command_returns_a_failing_commands_exit_code_without_waiting_out_the_timeout(sim):
+    """A non-zero exit ends the invocation as InvokeRecordStatus Failed: its exit code and
+    output are the answer (a failing GPU check), not a timeout half a minute later."""
+    [instance_id] = launch(sim, "ecs.gn6i-c4g1.xlarge")
+    sim.backend.add_command_output("gpu-self-test", "GPU 0: fell off the bus\n", exit_code=3)
+    result = aliyun.run_command(REGION, instance_id, "gpu-self-test", timeout_s=1, poll_s=0.05)
+    assert (result.exit_code, result.output, result.status) == (
+        3,
+        "GPU 0: fell off the bus\n",
+        "Failed",
+    )
+
+
+def test_a_command_the_agent_never_got_is_unreachable_with_the_clouds_reason(sim):
+    """Aborted (ClientNotRunning: the agent is not up yet) is a box not answering yet, which
+    callers retry, and it is told at once rather than after the timeout."""
+    from orchestrator.clouds.aliyun.agent import CloudAssistantTransport
+    from orchestrator.clouds.base import Unreachable
+
+    [instance_id] = launch(sim, "ecs.gn6i-c4g1.xlarge")
+    sim.backend.add_command_output("nvidia-smi", "", delivery_error="ClientNotRunning")
+    transport = CloudAssistantTransport(instance_id, REGION)
+    with pytest.raises(Unreachable) as caught:
+        transport.run("nvidia-smi -L", timeout=1)
+    message = caught.value.one_line()
+    assert "Aborted" in message and "ClientNotRunning" in message
+    assert "not running on the instance" in message
+
+
 def test_unreachable_endpoint_is_an_orch_error(monkeypatch):
     monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "AKID")
     monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "secret")

@@ -439,11 +439,25 @@ def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
         models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=failed)
     ).body
     item = body.invocation.invocation_results.invocation_result[0]
-    assert (item.invocation_status, item.exit_code, item.error_code) == (
-        "Failed",
-        127,
-        "ExitCodeNonzero",
-    )
+    assert (item.invoke_record_status, item.invocation_status) == ("Failed", "Failed")
+    assert (item.exit_code, item.error_code) == (127, "ExitCodeNonzero")
+
+    sim.backend.add_command_output("systemctl", "", delivery_error="ClientNotRunning")
+    aborted = ecs.run_command(
+        models.RunCommandRequest(
+            region_id=REGION,
+            type="RunShellScript",
+            command_content="systemctl is-active sshd",
+            instance_id=[instance_id],
+        )
+    ).body.invoke_id
+    sim.backend.advance_clock(0.4)
+    body = ecs.describe_invocation_results(
+        models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=aborted)
+    ).body
+    item = body.invocation.invocation_results.invocation_result[0]
+    assert (item.invoke_record_status, item.invocation_status) == ("Failed", "Aborted")
+    assert (item.exit_code, item.error_code, item.output) == (None, "ClientNotRunning", "")
 
 
 # ---------------------------------------------------------------------------- clock

@@ -13,6 +13,16 @@ from orchestrator.clouds.aliyun.errors import AliyunError, is_permanent_for_agen
 from orchestrator.clouds.base import Unreachable
 from orchestrator.clouds.values import CommandResult
 
+# Per-instance InvocationStatus values of DescribeInvocationResults
+# (https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-describeinvocationresults):
+# the command ran to an exit code (Success: 0, Failed: not 0), or it is still on its way.
+RAN = frozenset({"Success", "Failed"})
+UNDER_WAY = frozenset({"", "Pending", "Scheduled", "Running", "Stopping"})
+# Everything else ended without an exit code: Invalid, Aborted (not delivered: the agent is
+# not running or not answering), Error, Timeout, Cancelled, Terminated. InvokeRecordStatus
+# alone does not tell: a command that failed on its only instance is "Failed", not
+# "Finished", whether it exited 1 or was never delivered.
+
 
 def run_command(
     region: str,
@@ -23,8 +33,8 @@ def run_command(
 ) -> CommandResult:
     """Run a shell command through Cloud Assistant (RunCommand) and wait for its result.
 
-    Polls DescribeInvocationResults until the invocation finishes; the output comes back
-    base64-encoded and is decoded here.
+    Polls DescribeInvocationResults until the command has an exit code (returned, output
+    base64-decoded) or ended without one (AliyunError with the cloud's ErrorCode).
     """
     from alibabacloud_ecs20140526 import models
 
@@ -51,14 +61,28 @@ def run_command(
             "DescribeInvocationResults", lambda q=query: client.describe_invocation_results(q)
         ).body
         results = _invocation_results(body)
-        if results and results[0].invoke_record_status == "Finished":
-            item = results[0]
-            output = base64.b64decode(item.output or "").decode("utf-8", "replace")
-            exit_code = item.exit_code if item.exit_code is not None else -1
-            return CommandResult(int(exit_code), output, "", item.invocation_status or "")
+        status = (results[0].invocation_status or "") if results else ""
+        if status in RAN:
+            return _ran(results[0])
+        if status not in UNDER_WAY:
+            raise _ended_without_exit_code(instance_id, results[0])
         if time.monotonic() > deadline:
             raise AliyunError(f"command on {instance_id} did not finish within {timeout_s}s")
         time.sleep(poll_s)
+
+
+def _ran(item: Any) -> CommandResult:
+    output = base64.b64decode(item.output or "").decode("utf-8", "replace")
+    exit_code = item.exit_code if item.exit_code is not None else -1
+    return CommandResult(int(exit_code), output, "", item.invocation_status)
+
+
+def _ended_without_exit_code(instance_id: str, item: Any) -> AliyunError:
+    code = item.error_code or f"Invocation.{item.invocation_status}"
+    reason = f": {item.error_info}" if item.error_info else ""
+    return AliyunError(
+        f"command on {instance_id} ended {item.invocation_status} ({code}){reason}", code
+    )
 
 
 def _invocation_results(body: Any) -> list[Any]:

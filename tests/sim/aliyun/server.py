@@ -15,7 +15,7 @@ Admin API (JSON in, JSON out), for tests:
   POST /_sim/fault {"action", "code", "zone"?, "times"?}  (next calls fail with the real status)
   POST /_sim/clock {"advance_seconds": 3600}   (auto-release happens as time passes)
   POST /_sim/clock {"freeze": true}            (time stands still until advanced; false: runs)
-  POST /_sim/command-output {"pattern", "output", "exit_code"?}
+  POST /_sim/command-output {"pattern", "output", "exit_code"?, "delivery_error"?}
   POST /_sim/reclaim-spot {"instance_id", "stop_now"?}   (ECS takes a spot instance back:
                                              Recycling lock, Stopped unless stop_now is false,
                                              released after spot_release_delay_s)
@@ -183,7 +183,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             elif command == "command-output":
                 backend.add_command_output(
-                    args["pattern"], args["output"], int(args.get("exit_code", 0))
+                    args["pattern"],
+                    args["output"],
+                    int(args.get("exit_code", 0)),
+                    str(args.get("delivery_error", "")),
                 )
             else:
                 raise SimError("InvalidAction.NotFound", f"unknown admin command {command}", 404)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tests.sim.aliyun.models.backend import AliyunBackend, Settings
 from tests.sim.aliyun.models.catalogue import FAULT_STATUS, CatalogueBackend, Fault
-from tests.sim.aliyun.models.commands import CommandBackend, Invocation
+from tests.sim.aliyun.models.commands import CommandAnswer, CommandBackend, Invocation
 from tests.sim.aliyun.models.core import (
     MINUTE_FORMAT,
     TIME_FORMAT,
@@ -59,6 +59,7 @@ __all__ = [
     "Fault",
     "Instance",
     "InstanceBackend",
+    "CommandAnswer",
     "Invocation",
     "KeyPair",
     "KeyPairBackend",

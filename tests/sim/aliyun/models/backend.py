@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.sim.aliyun.models.catalogue import CatalogueBackend, Fault
-from tests.sim.aliyun.models.commands import CommandBackend, Invocation
+from tests.sim.aliyun.models.commands import CommandAnswer, CommandBackend, Invocation
 from tests.sim.aliyun.models.core import fmt_time, invalid, not_found
 from tests.sim.aliyun.models.deployment_sets import DeploymentSet, DeploymentSetBackend
 from tests.sim.aliyun.models.instances import Disk, Instance, InstanceBackend
@@ -66,7 +66,7 @@ class AliyunBackend(
             # (region, zone, instance type) -> spot price there (spot prices differ by zone)
             self.zone_spot_prices: dict[tuple[str, str, str], float] = {}
             self.faults: list[Fault] = []
-            self.command_outputs: list[tuple[re.Pattern[str], str, int]] = []
+            self.command_outputs: list[tuple[re.Pattern[str], CommandAnswer]] = []
             # Ids the cloud released by itself (auto-release, spot reclaim), in that order.
             self.released: list[str] = []
             self.request_log: list[str] = []  # actions, in arrival order

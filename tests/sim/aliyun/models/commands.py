@@ -21,8 +21,18 @@ class Invocation:
     content: str
     created_at: datetime
     finish_at: datetime
-    results: dict[str, tuple[str, int]]  # instance id -> (output, exit code)
+    results: dict[str, CommandAnswer]  # instance id -> what the agent answered
     timeout: int = 60
+
+
+@dataclass(frozen=True)
+class CommandAnswer:
+    """One instance's answer. `delivery_error` is an ErrorCode for a command that never ran
+    (ClientNotRunning, ClientNotResponse, DeliveryTimeout...): no output, no exit code."""
+
+    output: str
+    exit_code: int
+    delivery_error: str = ""
 
 
 class CommandBackend:
@@ -69,15 +79,18 @@ class CommandBackend:
             self.invocations[invocation.invoke_id] = invocation
             return invocation
 
-    def _simulate(self, instance: Instance, content: str) -> tuple[str, int]:
-        for pattern, output, exit_code in self.command_outputs:
+    def _simulate(self, instance: Instance, content: str) -> CommandAnswer:
+        for pattern, answer in self.command_outputs:
             if pattern.search(content):
-                return output, exit_code
-        return agent.simulate(instance, content)
+                return answer
+        return CommandAnswer(*agent.simulate(instance, content))
 
-    def add_command_output(self, pattern: str, output: str, exit_code: int = 0) -> None:
+    def add_command_output(
+        self, pattern: str, output: str, exit_code: int = 0, delivery_error: str = ""
+    ) -> None:
+        answer = CommandAnswer(output, exit_code, delivery_error)
         with self.lock:
-            self.command_outputs.insert(0, (re.compile(pattern), output, exit_code))
+            self.command_outputs.insert(0, (re.compile(pattern), answer))
 
     def invocation(self, region: str, invoke_id: str | None) -> Invocation:
         invocation = self.invocations.get(invoke_id or "")
