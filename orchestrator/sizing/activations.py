@@ -80,7 +80,7 @@ def saved_activations(arch: Architecture, job: JobSpec) -> SavedActivations:
 
 def output_tokens(arch: Architecture, job: JobSpec) -> int:
     """Tokens the head scores: the decoder's for an encoder-decoder, else the input's."""
-    return job.batch * _knob_lengths(arch, job)[-1]
+    return job.batch * stack_lengths(arch, job)[-1]
 
 
 def vocab_loss_bytes(arch: Architecture, job: JobSpec) -> float:
@@ -186,16 +186,6 @@ def _transformer_bytes(
 _STACK_BYTES = {"swin": swin_bytes, "dual-encoder": dual_encoder_bytes}
 
 
-def _knob_lengths(arch: Architecture, job: JobSpec) -> list[int]:
-    """The lengths the knobs (fused CE, offload, LoRA dropout) are sized at: ViT's patches,
-    --seq and --target-seq for encoder-decoders, else --seq (Swin, CLIP: the text's)."""
-    if arch.traits.patch_tokens:
-        return [arch.vision_tokens(job.image_size or arch.image_size)]
-    if arch.traits.encoder_decoder:
-        return [job.seq, job.target_seq or job.seq]
-    return [job.seq]
-
-
 def _fused_ce_savings(arch: Architecture, job: JobSpec) -> float:
     """Saved-tensor bytes a fused/chunked cross-entropy never materialises.
 
@@ -212,7 +202,7 @@ def fused_ce_transient(arch: Architecture, job: JobSpec, act_bytes: int) -> floa
     """The loss's largest buffer with a fused CE: one chunk of about t x hidden logits (Liger
     sizes chunks as tokens / ceil(vocab / hidden)) in fp32 and its gradient, plus the fp32
     gradient of the head input."""
-    t = job.batch * _knob_lengths(arch, job)[-1]
+    t = job.batch * stack_lengths(arch, job)[-1]
     return t * arch.stacks[-1].hidden * (4 + 4 + act_bytes)
 
 
@@ -225,7 +215,7 @@ def _offload_savings(arch: Architecture, job: JobSpec) -> float:
         return 0.0
     dt = dtypes(job.precision)
     eager = job.attention == "eager" or not arch.sdpa
-    lengths = _knob_lengths(arch, job)
+    lengths = stack_lengths(arch, job)
     offloaded = 0.0
     largest = 0.0
     for st, s in zip(arch.stacks, lengths, strict=False):
@@ -246,7 +236,7 @@ def _lora_dropout_bytes(arch: Architecture, job: JobSpec) -> float:
         return 0.0
     act = dtypes(job.precision).act
     total = 0.0
-    for st, s in zip(arch.stacks, _knob_lengths(arch, job), strict=False):
+    for st, s in zip(arch.stacks, stack_lengths(arch, job), strict=False):
         fan_in = sum(i for i, _ in st.lora_targets)
         total += st.layers * job.batch * s * fan_in * (1 + act)
     return total

@@ -79,6 +79,41 @@ def test_activation_offload_keeps_two_layers_on_the_gpu() -> None:
     assert saved == pytest.approx((arch.stacks[0].layers - 2) * layer_input, rel=1e-6)
 
 
+def test_activation_offload_moves_every_stage_of_a_hierarchical_model() -> None:
+    """Swin's four stages run at 56², 28², 14² and 7² tokens (224 px, patch 4): each layer's
+    input is offloaded at its own stage's width and tokens, not the first stage's at --seq."""
+    job = {"model": "swin-base", "batch": 8, "grad_checkpointing": True}
+    _, plain = memory(**job)
+    _, offloaded = memory(**job, activation_offload=True)
+    inputs = [8 * tokens * hidden * 4 for tokens, hidden in ((3136, 128), (784, 256), (196, 512))]
+    inputs.append(8 * 49 * 1024 * 4)
+    layers = (2, 2, 18, 2)
+    moved = sum(n * one for n, one in zip(layers, inputs, strict=True)) - 2 * max(inputs)
+    assert plain.activations_bytes - offloaded.activations_bytes == pytest.approx(moved, rel=1e-6)
+
+
+def test_activation_offload_moves_both_towers_of_a_dual_encoder() -> None:
+    """CLIP: the image tower's 50 tokens (49 patches + CLS) and the text tower's --seq."""
+    job = {"model": "clip-vit-base-patch32", "batch": 8, "seq": 77, "grad_checkpointing": True}
+    _, plain = memory(**job)
+    _, offloaded = memory(**job, activation_offload=True)
+    image, text = 8 * 50 * 768 * 4, 8 * 77 * 512 * 4
+    moved = 12 * image + 12 * text - 2 * max(image, text)
+    assert plain.activations_bytes - offloaded.activations_bytes == pytest.approx(moved, rel=1e-6)
+
+
+def test_lora_dropout_counts_whispers_encoder_at_its_1500_frames() -> None:
+    """Whisper's encoder always runs 1500 frames (30 s of audio), whatever --seq says."""
+    job = {"model": "whisper-small", "batch": 8, "seq": 448, "lora_rank": 8, "precision": "bf16"}
+    arch, plain = memory(**job)
+    _, dropout = memory(**job, lora_dropout=0.05)
+    extra = sum(
+        st.layers * 8 * tokens * sum(i for i, _ in st.lora_targets) * (1 + 2)
+        for st, tokens in zip(arch.stacks, (1500, 448), strict=True)
+    )
+    assert dropout.activations_bytes - plain.activations_bytes == extra
+
+
 def test_lora_dropout_keeps_mask_and_dropped_input() -> None:
     _, plain = memory(model="llama-2-7b", batch=1, seq=1024, lora_rank=8, precision="bf16")
     _, dropout = memory(
