@@ -7,16 +7,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.errors import OrchError, UsageError
+from orchestrator.errors import EXIT_USAGE, OrchError, UsageError
 from orchestrator.pool import entries as pool_entries
 from orchestrator.pool import record as pool_record
-from orchestrator.pool.store import RecordStore, open_store, update
+from orchestrator.pool.store import NoRecord, RecordStore, open_store, update
 
 Say = Callable[[str], None]
 
 
 class NoBoxFree(OrchError):
     """`lease --wait` ran out: every box is leased and the pool is at --max."""
+
+
+class NoPool(NoRecord):
+    """A change found no record: an unknown pool name is bad input (exit 2), as when `read`
+    finds none; still a NoRecord for those who handle a record removed meanwhile."""
 
 
 @dataclass(slots=True)
@@ -39,11 +44,17 @@ class Pool:
     def read(self) -> dict[str, Any]:
         found = self.store.read(self.key)
         if found is None:
-            raise UsageError(f"no pool named {self.name!r} in {self.store.url}")
+            raise UsageError(self._unknown())
         return self._checked(found.data)
 
     def change(self, fn: Callable[[dict[str, Any]], Any]) -> tuple[dict[str, Any], Any]:
-        return update(self.store, self.key, lambda data: fn(self._checked(data)))
+        try:
+            return update(self.store, self.key, lambda data: fn(self._checked(data)))
+        except NoRecord:
+            raise NoPool(self._unknown(), exit_code=EXIT_USAGE) from None
+
+    def _unknown(self) -> str:
+        return f"no pool named {self.name!r} in {self.store.url}"
 
     def _checked(self, data: dict[str, Any]) -> dict[str, Any]:
         """The record checked (UsageError when damaged), its damaged entries removed and

@@ -206,6 +206,13 @@ def test_bad_pool_options_are_refused_before_any_box(tmp_path, monkeypatch, caps
 def test_pool_commands_on_an_unknown_pool(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     refused(capsys, "pool", "status", "nonesuch", words=("no pool named 'nonesuch'",))
+    # lease and release change the record without reading it first: the same answer, not
+    # exit 1 naming the store's key (README: bad input is exit 2)
+    refused(capsys, "pool", "lease", "nonesuch", "--wait", "1s",
+            words=("no pool named 'nonesuch'",))  # fmt: skip
+    for how in (("--lease", "0123456789abcdef"), ("--force",), ("--dirty",)):
+        refused(capsys, "pool", "release", "nonesuch", "nonesuch-1a2b3c", *how,
+                words=("no pool named 'nonesuch'",))  # fmt: skip
     refused(capsys, "pool", "lease", "Bad_Name", words=("bad pool name",))
     refused(capsys, "pool", "release", "gpu", "Not-A-Box!", words=("bad box name",))
 
