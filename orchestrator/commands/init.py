@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import click
@@ -44,4 +45,5 @@ def init(path: str, force: bool) -> None:
             handle.write(EXAMPLE)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    click.echo(f"Wrote {path}: edit it, then `orch plan`" + (f" -f {path}" * (path != JOB_FILE)))
+    command = "orch plan" if path == JOB_FILE else f"orch plan -f {shlex.quote(path)}"
+    click.echo(f"Wrote {path}: edit it, then `{command}`")

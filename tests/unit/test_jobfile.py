@@ -59,6 +59,14 @@ def test_the_example_is_current_valid_and_plans(here, capsys):
     assert run_cli(capsys, "init", "--force")[0] == 0
 
 
+def test_init_elsewhere_names_the_command_that_reads_it(here, capsys):
+    """`orch init -f FILE` says which command plans it, whole and quoted for a shell, as
+    its --help example does (`then orch plan -f jobs/bert.yaml`)."""
+    code, out, _ = run_cli(capsys, "init", "-f", "jobs/my bert.yaml")
+    assert code == 0, out
+    assert "then `orch plan -f 'jobs/my bert.yaml'`" in out, out
+
+
 def test_the_readme_s_job_file_plans_within_its_own_limits(here, capsys):
     """The orch.yaml the README shows is the one users copy first: it validates and finds a
     box within its own max_price and deadline (a catalog or model change that breaks this
