@@ -55,7 +55,15 @@ SHAPE_OPTIONS = (
         show_default=True,
         help="amp-* keep fp32 weights and autocast; bf16 is pure bf16.",
     ),
-    Option(("--optimizer",), "optimizer", default="adamw", choices=OPTIMIZERS, show_default=True),
+    Option(
+        ("--optimizer",),
+        "optimizer",
+        default="adamw",
+        choices=OPTIMIZERS,
+        show_default=True,
+        help="States per trainable parameter: adamw/adam 2, sgd-momentum 1, sgd none, adafactor "
+        "factored, adamw-8bit 2 of 1 byte (bitsandbytes).",
+    ),
     Option(
         ("--grad-checkpointing",),
         "grad_checkpointing",

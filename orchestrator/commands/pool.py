@@ -59,7 +59,8 @@ def pool() -> None:
 
 @pool.command("create")
 @click.argument("name")
-@click.option("--plan", "plan_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--plan", "plan_path", required=True, type=click.Path(dir_okay=False),
+              help="plan.json the pool's boxes are created from (`orch plan -o`).")  # fmt: skip
 @click.option("--min", "minimum", type=int, default=1, show_default=True, help="Boxes kept warm.")
 @click.option("--max", "maximum", type=int, default=4, show_default=True, help="Most boxes.")
 @click.option("--idle", default="30m", metavar="DURATION", show_default=True,

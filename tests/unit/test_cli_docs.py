@@ -272,3 +272,17 @@ def test_the_documented_up_json_is_what_up_prints() -> None:
     provisioning = (REPO / "docs" / "provisioning.md").read_text()
     listed = provisioning.split("`up --json` prints one object: `")
     assert tuple(listed[1].split("`", 1)[0].replace("\n", " ").split(", ")) == UP_JSON_KEYS
+
+
+def test_every_option_says_what_it_does() -> None:
+    """No option in any --help is a bare name and type (`--optimizer [adamw|...]` was)."""
+    import click
+
+    silent = [
+        f"orch {path} {param.opts[0]}".replace("  ", " ")
+        for path, command in _all_commands().items()
+        if not getattr(command, "hidden", False)
+        for param in command.params
+        if isinstance(param, click.Option) and not param.hidden and not param.help
+    ]
+    assert not silent, silent
