@@ -11,8 +11,11 @@ Shipped with agent.py (orchestrator/boxside/): standard library only, Python 3.8
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
+import re
+import time
 from http.client import HTTPException
 
 try:  # on the box: its siblings lie next to this file (the script's folder is on sys.path)
@@ -23,6 +26,21 @@ except ImportError:  # imported as orchestrator.boxside.cloud_metadata (orch's o
     from orchestrator.boxside.agent_log import one_line
 
 METADATA_FILE = "metadata.json"
+
+# On a spot reclaim orch stops the job (TERM, then KILL: orchestrator/run/remote.py's
+# stop_script); the KILL waits until the reclaim time the notice gives less this margin, so
+# that the stop, which ends after the agent's final upload (the wrapper's `exit` waits for
+# it), is over before the box goes.
+UPLOAD_MARGIN_S = 30
+# A reclaim time further ahead than this is not believed (EC2 gives two minutes, ECS about
+# five): such a notice, like one without a readable time, leaves the stop its short grace.
+MAX_NOTICE_AHEAD_S = 600
+# The reclaim time as both clouds write it: ISO 8601 UTC to the second, "2015-01-05T18:02:00Z".
+# EC2: spot/instance-action's "time" ({"action": "terminate", "time": "2017-09-18T08:22:00Z"}),
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+# ECS: instance/spot/termination-time's body, the UTC time ("2015-01-05T18:02:00Z"),
+# https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances
+NOTICE_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 def cloud_specs() -> dict:
@@ -69,7 +87,7 @@ class Metadata:
             self.session.forget_token()
             self.last_error = one_line(exc)
             return None
-        except ValueError:
+        except (ValueError, RecursionError):  # garbled, or nested past the parser's depth
             return ""
         return str(found.get("noticeTime", "")) if isinstance(found, dict) else ""
 
@@ -79,7 +97,7 @@ class Metadata:
             return {"action": "terminate", "time": text}
         try:
             notice = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # garbled, or nested past the parser's depth
             notice = {}
         if not isinstance(notice, dict):
             notice = {}
@@ -93,3 +111,26 @@ class Metadata:
             self.session.forget_token()
             self.last_error = one_line(exc)
             return None
+
+
+def reclaim_epoch(text: object) -> int | None:
+    """The reclaim time of a notice (NOTICE_TIME, both clouds' format) as Unix seconds; None
+    for anything else: another format, an impossible date, not a string."""
+    if not isinstance(text, str) or NOTICE_TIME.fullmatch(text) is None:
+        return None
+    try:
+        when = time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:  # 2026-02-30, 25:00, ...
+        return None
+    return calendar.timegm(when)
+
+
+def stop_deadline(text: object, now: float) -> int | None:
+    """The Unix second by which the job must have stopped on a reclaim whose notice gives
+    the time `text` (seen at `now`): that time less UPLOAD_MARGIN_S. None when the notice
+    has no usable time (unreadable, or more than MAX_NOTICE_AHEAD_S ahead); a time already
+    past is kept (the stop then gives the job its short grace, as without a time)."""
+    at = reclaim_epoch(text)
+    if at is None or at > now + MAX_NOTICE_AHEAD_S:
+        return None
+    return at - UPLOAD_MARGIN_S

@@ -5,7 +5,10 @@ training process exits or the agent is stopped.
 It writes its outcome to STATEDIR/agent.json when it ends: {"final_upload": "ok" or
 "failed", "checkpoint": the last one it committed, "failed_rounds", "error"}; orch reads it.
 
-STATEDIR also gets last_upload.json, interruption.json and rebalance.json as they happen.
+STATEDIR also gets last_upload.json, interruption.json and rebalance.json as they happen,
+and with a spot notice whose reclaim time is usable, reclaim_deadline: the Unix second by which
+the job must have stopped (cloud_metadata.stop_deadline), which orch's stop on a reclaim reads
+(orchestrator/run/remote.py's stop_script).
 
 Shipped with agent.py (orchestrator/boxside/): standard library only, Python 3.8.
 """
@@ -21,7 +24,7 @@ import time
 try:  # on the box: its siblings lie next to this file (the script's folder is on sys.path)
     from agent_log import one_line, say, utc_now, warn
     from checkpoint_store import TMP_PREFIX, Layout, scan_dir, seq_name, store_signature, upload
-    from cloud_metadata import Metadata
+    from cloud_metadata import Metadata, stop_deadline
 except ImportError:  # imported as orchestrator.boxside.watcher (orch's own tests)
     from orchestrator.boxside.agent_log import one_line, say, utc_now, warn
     from orchestrator.boxside.checkpoint_store import (
@@ -32,12 +35,14 @@ except ImportError:  # imported as orchestrator.boxside.watcher (orch's own test
         store_signature,
         upload,
     )
-    from orchestrator.boxside.cloud_metadata import Metadata
+    from orchestrator.boxside.cloud_metadata import Metadata, stop_deadline
 
 # Tries of the last upload when the training process has exited or the agent is stopped.
 FINAL_TRIES = 3
 # How often `watch` looks at the training process and at signals between rounds.
 TICK_S = 0.1
+# STATEDIR's file with the reclaim's stop deadline (digits only: remote.py's stop_script).
+DEADLINE_FILE = "reclaim_deadline"
 
 # Set by SIGTERM/SIGINT. `watch` takes these signals before it opens the store (boto3's import
 # alone takes a second): a stop that comes while it starts still ends in the final upload.
@@ -48,15 +53,19 @@ def request_stop(signum: int, frame: object) -> None:
     STOP_REQUESTED[0] = True
 
 
-def write_json(path: str, value: dict) -> None:
-    """Write a JSON file atomically (readers see the old or the new one, never half)."""
+def write_text(path: str, text: str) -> None:
+    """Write a file atomically (readers see the old or the new one, never half)."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=directory)
     with os.fdopen(handle, "w") as sink:
-        json.dump(value, sink, sort_keys=True)
-        sink.write("\n")
+        sink.write(text)
     os.replace(tmp, path)
+
+
+def write_json(path: str, value: dict) -> None:
+    """Write a JSON file atomically."""
+    write_text(path, json.dumps(value, sort_keys=True) + "\n")
 
 
 def process_alive(pid: int) -> bool:
@@ -146,11 +155,21 @@ class Watcher:
         if notice is None:
             return False
         self.notice = notice
-        record = dict(notice, cloud=self.cloud, seen_at=utc_now())
+        deadline = stop_deadline(notice["time"], time.time())
+        record = dict(notice, cloud=self.cloud, seen_at=utc_now(), stop_by=deadline)
         self.write_state("interruption.json", record)
+        if deadline is not None:
+            self.write_deadline(deadline)
         when = notice["time"] or "an unknown time"
         say(f"spot interruption notice ({self.cloud}: {notice['action']} at {when}); uploading now")
         return True
+
+    def write_deadline(self, deadline: int) -> None:
+        """STATEDIR/reclaim_deadline, atomically: one line of digits."""
+        try:
+            write_text(os.path.join(self.state_dir, DEADLINE_FILE), f"{deadline}\n")
+        except OSError as exc:
+            warn(f"cannot write {DEADLINE_FILE}: {exc}")
 
     def write_state(self, name: str, value: dict) -> None:
         """Write STATEDIR/NAME; a failure is a warning only (the uploads matter more)."""

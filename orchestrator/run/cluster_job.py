@@ -58,6 +58,11 @@ class NodeLost(OrchError):
         self.index, self.why, self.state = index, why, state
 
 
+def reclaimed(lost: NodeLost) -> bool:
+    """The node was lost to its cloud's spot service (not to silence or a vanished job)."""
+    return lost.state is not None and lost.state.spot_reclaimed
+
+
 class _NodeFailed(Exception):
     def __init__(self, index: int):
         self.index = index
@@ -174,7 +179,7 @@ class ClusterJob:
             stop.set()
             thread.join(timeout=STATUS_TIMEOUT_S + 5)
         if self.lost is not None:
-            self.stop_all()
+            self.stop_all(reclaim=reclaimed(self.lost))
             raise self.lost
 
     def _check_all(self, *, rank0_running: bool) -> None:
@@ -237,7 +242,7 @@ class ClusterJob:
             outcomes = parallel(lambda job: self._check(job, False), self.jobs)
             lost = next((o for o in outcomes if isinstance(o, NodeLost)), None)
             if lost is not None:
-                self.stop_all()
+                self.stop_all(reclaim=reclaimed(lost))
                 raise lost
             if all(job.exit_code is not None for job in self.jobs):
                 return
@@ -252,8 +257,10 @@ class ClusterJob:
                 continue
             time.sleep(0.5)
 
-    def stop_all(self) -> None:
-        """Stop the job on every node that may run it (TERM, then KILL); best effort."""
+    def stop_all(self, *, reclaim: bool = False) -> None:
+        """Stop the job on every node that may run it (TERM, then KILL); best effort.
+        `reclaim`: a node's spot reclaim ends the attempt; KILL waits, on a node whose agent
+        saw the notice, for the deadline it left (remote.stop_script)."""
 
         def stop(job: NodeJob) -> None:
             if not job.started or job.exit_code is not None:
@@ -264,9 +271,9 @@ class ClusterJob:
             try:
                 out = shell.call_ok(
                     job.transport,
-                    remote.stop_script(job.spec.run_id),
+                    remote.stop_script(job.spec.run_id, reclaim=reclaim),
                     what=f"stopping the job on node {job.index}",
-                    timeout=remote.STOP_GRACE_S + 15,
+                    timeout=remote.stop_timeout(reclaim),
                     retry_s=10,
                 )
             except OrchError as exc:

@@ -12,6 +12,8 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
                 cloud_metadata.py, store_clients.py, its S3 client box_s3.py, agent_log.py:
                 orchestrator/boxside/), next to it
     metadata.json  each cloud's instance metadata service, for the agent (boxside.agent_files)
+    interruption.json, reclaim_deadline  the spot notice the agent saw, and the Unix second by
+                which the job must have stopped (stop_script's grace on a reclaim)
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch
     output.log  setup's and the command's stdout and stderr, appended (an earlier attempt's on
@@ -51,6 +53,10 @@ EXIT_RESERVE_BYTES = 64
 # Free space (KiB) below which a failed job is reported as having met a full disk.
 FULL_DISK_KIB = 1024
 STOP_GRACE_S = 30  # TERM, then KILL after this long (CI cancellations give ~10 s more)
+# A stop on a spot reclaim waits instead until the deadline the checkpoint agent took from the
+# notice (reclaim_deadline: the reclaim time less the final upload's margin,
+# orchestrator/boxside/cloud_metadata.py's stop_deadline), from STOP_GRACE_S up to this long.
+RECLAIM_GRACE_MAX_S = 600
 
 
 def _b64(text: str) -> str:
@@ -80,7 +86,7 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         f'mkdir -p "$HOME/{RUNS_DIR}" {rd} "$HOME/{work_dir(spec)}"',
         f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
         f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json {rd}/rebalance.json"
-        f" {rd}/agent.json {rd}/agent.exit",
+        f" {rd}/agent.json {rd}/agent.exit {rd}/reclaim_deadline",
         # A new attempt on a node that stayed (a cluster whose lost node alone was replaced):
         # its stream starts at byte 0, so the last attempt's output moves aside, not replayed.
         f"if [ -e {rd}/output.log ]; then mv -f {rd}/output.log {rd}/output.log.1; fi",
@@ -202,18 +208,46 @@ def status_script(run_id: str) -> str:
     )
 
 
-def stop_script(run_id: str, grace_s: int = STOP_GRACE_S) -> str:
-    """TERM the job (its unit or its process group), KILL what is left after `grace_s`."""
+def stop_timeout(reclaim: bool = False) -> float:
+    """How long the SSH call of `stop_script` may take: its longest grace, and some."""
+    return (RECLAIM_GRACE_MAX_S if reclaim else STOP_GRACE_S) + 15
+
+
+def _reclaim_grace(rd: str) -> list[str]:
+    """Shell: `grace` = the agent's reclaim deadline less the box's clock, both digits only
+    (else `grace` stays), within [$grace, RECLAIM_GRACE_MAX_S]; printed as `grace N`."""
+    return [
+        f"by=$(head -c 32 {rd}/reclaim_deadline 2>/dev/null || true)",
+        "now=$(date +%s 2>/dev/null || true)",
+        "case \"$by\" in ''|*[!0-9]*) by= ;; esac",
+        "case \"$now\" in ''|*[!0-9]*) by= ;; esac",
+        'if [ -n "$by" ] && [ "${#by}" -le 12 ] && [ "${#now}" -le 12 ]; then',
+        "  left=$((10#$by - 10#$now))",
+        f'  if [ "$left" -gt {RECLAIM_GRACE_MAX_S} ]; then left={RECLAIM_GRACE_MAX_S}; fi',
+        '  if [ "$left" -gt "$grace" ]; then grace=$left; fi',
+        "fi",
+        'echo "grace $grace"',
+    ]
+
+
+def stop_script(run_id: str, grace_s: int = STOP_GRACE_S, *, reclaim: bool = False) -> str:
+    """TERM the job (its unit or its process group), KILL what is left after `grace_s`.
+
+    `reclaim`: the spot service is taking the box back; the job gets the time the notice
+    leaves it (`_reclaim_grace`), `grace_s` at least. A user's stop (orch stop, Ctrl-C, a CI
+    cancellation) keeps `grace_s`."""
     rd = run_dir(run_id)
     return "\n".join(
         [
             f"[ -s {rd}/pid ] || exit 0",
             f"pid=$(cat {rd}/pid)",
             f"unit=$(cat {rd}/unit 2>/dev/null || true)",
+            f"grace={int(grace_s)}",
+            *(_reclaim_grace(rd) if reclaim else []),
             'if [ -n "$unit" ]; then sudo -n systemctl kill --signal=TERM "$unit" 2>/dev/null;',
             'else kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; fi',
             "i=0",
-            f'while [ ! -s {rd}/exit ] && [ "$i" -lt {grace_s * 10} ]; do',
+            f'while [ ! -s {rd}/exit ] && [ "$i" -lt $((grace * 10)) ]; do',
             "  sleep 0.1; i=$((i+1))",
             "done",
             f"if [ ! -s {rd}/exit ]; then",

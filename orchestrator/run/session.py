@@ -221,9 +221,9 @@ class Run:
         zone = str((self.box.outputs or {}).get("availability_zone") or "")
         if not lost.state.lost and lost.node is None:
             # Reclaimed but still running (the notice period): stop the job there, so it and
-            # the agent save a checkpoint, before the box goes. (A cluster's job was stopped
-            # on every node as soon as the node was lost.)
-            self._stop_and_fetch(self.box, fetch=False)
+            # the agent save a checkpoint, before the box goes; it gets the time the notice
+            # leaves. (A cluster's job was stopped on every node as soon as the node was lost.)
+            self._stop_and_fetch(self.box, fetch=False, reclaim=lost.state.spot_reclaimed)
         self.cluster = None
         teardown.down(self.box.name, self.box.state_url, self.say, self.progress, _forget)
         plan = recovery.recovery_plan(request.up_options.plan, self.box.candidate, on_demand)
@@ -487,8 +487,9 @@ class Run:
                     self.report.exit_code = exc.exit_code or EXIT_FAILURE
                 self.report.error = self.report.error or exc.one_line()
 
-    def _stop_and_fetch(self, box: Box, *, fetch: bool = True) -> None:
-        """Stop the job on the box (TERM, then KILL), then fetch what it wrote; best effort."""
+    def _stop_and_fetch(self, box: Box, *, fetch: bool = True, reclaim: bool = False) -> None:
+        """Stop the job on the box (TERM, then KILL), then fetch what it wrote; best effort.
+        `reclaim`: the spot service takes the box, KILL waits for the notice's deadline."""
         try:
             transport = shell.ssh_transport(box, self.request.ssh_config)
             self.say(f"stopping run {self.spec.run_id} on box {box.name}")
@@ -497,9 +498,9 @@ class Run:
                 transport = self.cluster.jobs[0].transport
             out = shell.call_ok(
                 transport,
-                remote.stop_script(self.spec.run_id),
+                remote.stop_script(self.spec.run_id, reclaim=reclaim),
                 what="stopping the job",
-                timeout=remote.STOP_GRACE_S + 15,
+                timeout=remote.stop_timeout(reclaim),
                 retry_s=20,
             )
             parsed = remote.parse_exit_line(out)

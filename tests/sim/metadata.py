@@ -7,6 +7,8 @@ One threaded HTTP server on 127.0.0.1 serves both clouds' paths, as orch's boxes
         md.url                                   # http://127.0.0.1:PORT (ORCH_AGENT_METADATA_URL)
         md.notice_aws(action="terminate", at=when)
         md.notice_aliyun(at=when)
+        md.notice_body(cloud, text)              # a notice whose body is `text`, as it is
+        md.rebalance_body(text)                  # the same for the rebalance recommendation
         md.recommend_rebalance(at=when)          # AWS's rebalance recommendation
         md.clear()                               # withdraw the notices and the recommendation
         md.aws_identity = provider               # () -> (role, credentials) | None
@@ -23,7 +25,8 @@ and https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-terminatio
   refused with 403: IMDS does not hand tokens to requests that went through a proxy.
 * A GET needs `X-aws-ec2-metadata-token` holding an issued, unexpired token, else 401.
 * GET /latest/meta-data/spot/instance-action: 404 until a notice, then 200
-  `{"action": "terminate"|"stop"|"hibernate", "time": "2026-12-03T12:00:00Z"}`.
+  `{"action": "terminate"|"stop"|"hibernate", "time": "2026-12-03T12:00:00Z"}`. `notice_body`
+  serves any other text there instead (garbled or hostile metadata, for the agent's tests).
 * GET /latest/meta-data/events/recommendations/rebalance: 404 until a rebalance
   recommendation, then 200 `{"noticeTime": "2026-12-03T12:00:00Z"}`
   (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html).
@@ -124,9 +127,10 @@ class MetadataService:
         self._lock = threading.Lock()
         self._tokens: dict[str, tuple[str, float]] = {}  # token -> (cloud, expires at)
         self._offset = 0.0
-        self._aws_notice: dict[str, str] | None = None
+        self._aws_notice: str | None = None  # the body of spot/instance-action
         self._aliyun_notice: str | None = None
         self._rebalance: str | None = None
+        self._rebalance_body: str | None = None
         self.region = region
         self.aliyun_region = aliyun_region
         self.aws_identity: Identity | None = None
@@ -145,7 +149,21 @@ class MetadataService:
         if action not in ("terminate", "stop", "hibernate"):
             raise ValueError("EC2 spot interruption actions are terminate, stop, hibernate")
         with self._lock:
-            self._aws_notice = {"action": action, "time": _utc_text(at)}
+            self._aws_notice = json.dumps({"action": action, "time": _utc_text(at)})
+
+    def notice_body(self, cloud: str, text: str) -> None:
+        """A notice on `cloud` ("aws", "aliyun") whose body is `text` exactly: not what either
+        service documents, but what the agent must survive."""
+        with self._lock:
+            if cloud == "aws":
+                self._aws_notice = text
+            else:
+                self._aliyun_notice = text
+
+    def rebalance_body(self, text: str) -> None:
+        """A rebalance recommendation whose body is `text` exactly (see notice_body)."""
+        with self._lock:
+            self._rebalance_body = text
 
     def notice_aliyun(self, at: datetime | None = None) -> None:
         with self._lock:
@@ -160,6 +178,7 @@ class MetadataService:
             self._aws_notice = None
             self._aliyun_notice = None
             self._rebalance = None
+            self._rebalance_body = None
 
     def revoke_tokens(self) -> None:
         with self._lock:
@@ -248,11 +267,13 @@ class MetadataService:
 
     def _aws_item(self, path: str) -> tuple[int, str]:
         with self._lock:
-            notice, rebalance = self._aws_notice, self._rebalance
+            notice, rebalance = self._aws_notice, self._rebalance_body
+            if rebalance is None and self._rebalance:
+                rebalance = json.dumps({"noticeTime": self._rebalance})
         if path == AWS_NOTICE_PATH:
-            return (200, json.dumps(notice)) if notice else (404, "")
+            return (200, notice) if notice is not None else (404, "")
         if path == REBALANCE_PATH:
-            return (200, json.dumps({"noticeTime": rebalance})) if rebalance else (404, "")
+            return (200, rebalance) if rebalance is not None else (404, "")
         if path == INSTANCE_ID_PATH:
             return 200, self.instance_id
         if path == AWS_REGION_PATH:
@@ -265,7 +286,7 @@ class MetadataService:
         with self._lock:
             notice = self._aliyun_notice
         if path == ALIYUN_NOTICE_PATH:
-            return (200, notice) if notice else (404, "")
+            return (200, notice) if notice is not None else (404, "")
         if path == INSTANCE_ID_PATH:
             return 200, self.aliyun_instance_id
         if path == ALIYUN_REGION_PATH:

@@ -17,12 +17,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from orchestrator import boxside
-from orchestrator.boxside import checkpoint_store, store_clients
+from orchestrator.boxside import checkpoint_store, cloud_metadata, store_clients
 from tests.ports import refused_port
 from tests.sim.metadata import MetadataService
 from tests.support import require
@@ -508,6 +509,81 @@ def test_without_keys_the_agent_uses_the_box_s_role(env, s3, bucket, store, md, 
     assert up.returncode == 0, up.stderr
     assert latest(s3, bucket) == "00000001"
     assert "/latest/meta-data/iam/security-credentials/orch-box" in md.paths("GET")
+
+
+@pytest.mark.parametrize(("cloud", "notice_s"), [("aws", 120), ("aliyun", 300)])
+def test_a_spot_notice_leaves_the_stop_a_deadline_before_the_reclaim(
+    env, store, md, tmp_path, cloud, notice_s
+):
+    """The agent turns the notice's reclaim time into the deadline orch's stop on a reclaim
+    waits for (reclaim_deadline: the time less the final upload's margin)."""
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=notice_s)
+    process = start_watch(env, source, store, state, interval=600, cloud=cloud, poll=0.2)
+    try:
+        if cloud == "aws":
+            md.notice_aws(action="terminate", at=at)
+        else:
+            md.notice_aliyun(at=at)
+        assert wait_until(lambda: (state / "reclaim_deadline").exists())
+        assert process.poll() is None
+    finally:
+        code, _, err = stop(process)
+    assert code == 0, err
+    expected = int(at.timestamp()) - cloud_metadata.UPLOAD_MARGIN_S
+    assert (state / "reclaim_deadline").read_text() == f"{expected}\n"
+    interruption = read_json(state / "interruption.json")
+    assert interruption is not None and interruption["stop_by"] == expected
+
+
+@pytest.mark.parametrize(
+    ("cloud", "body"),
+    [
+        ("aws", "[" * 100_000),  # nested past the JSON parser's depth
+        ("aws", '{"action": "terminate", "time": "2026-13-45T99:99:99Z"}'),
+        ("aws", '{"action": "terminate", "time": "9999-12-31T23:59:59Z"}'),
+        ("aws", '{"action": "terminate", "time": 1420480920}'),
+        ("aws", '{"action": "terminate", "time": "-1"}'),
+        ("aws", '"not an object"'),
+        ("aliyun", "\x1b]0;owned\x07 2015-01-05 18:02:00"),
+        ("aliyun", "2015-01-05T18:02:00+08:00"),
+    ],
+)
+def test_a_garbled_notice_neither_ends_the_watch_nor_sets_a_deadline(
+    env, s3, bucket, store, md, tmp_path, cloud, body
+):
+    source, state = tmp_path / "out", tmp_path / "state"
+    checkpoint_dir(source)
+    process = start_watch(env, source, store, state, interval=600, cloud=cloud, poll=0.2)
+    try:
+        md.notice_body(cloud, body)
+        assert wait_until(lambda: last_seq(state) == 1)  # still a notice: uploaded at once
+        assert process.poll() is None, process.stderr
+    finally:
+        code, _, err = stop(process)
+    assert code == 0, err
+    assert "Traceback" not in err
+    interruption = read_json(state / "interruption.json")
+    assert interruption is not None and interruption["stop_by"] is None
+    assert not (state / "reclaim_deadline").exists()  # the stop keeps its short grace
+
+
+def test_a_garbled_rebalance_recommendation_does_not_end_the_watch(
+    env, s3, bucket, store, md, tmp_path
+):
+    source, state = tmp_path / "out", tmp_path / "state"
+    checkpoint_dir(source)
+    process = start_watch(env, source, store, state, interval=600, poll=0.2)
+    try:
+        md.rebalance_body("[" * 100_000)
+        assert wait_until(lambda: last_seq(state) == 1)
+        assert process.poll() is None
+    finally:
+        code, _, err = stop(process)
+    assert code == 0, err
+    record = read_json(state / "rebalance.json")
+    assert record is not None and record["notice_time"] == ""
 
 
 def test_watch_fetches_a_new_token_when_the_old_one_stops_working(env, store, md, tmp_path):

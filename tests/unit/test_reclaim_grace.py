@@ -1,0 +1,161 @@
+"""The grace a job gets when the spot service takes its box back: the agent's deadline from
+the notice (orchestrator/boxside/cloud_metadata.py's stop_deadline) and the stop script that
+waits for it (orchestrator/run/remote.py's stop_script with reclaim=True), run here with bash
+on a real detached job, as tests/unit/test_run_remote.py does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.boxside import cloud_metadata
+from orchestrator.boxside.cloud_metadata import reclaim_epoch, stop_deadline
+from orchestrator.run import remote
+from tests.unit.test_run_remote import sh, spec_for, start
+
+# AWS's example (spot-instance-termination-notices.html), which ECS's best practices repeat.
+EXAMPLE = "2015-01-05T18:02:00Z"
+EXAMPLE_EPOCH = 1420480920
+
+
+# ------------------------------------------------------------------------- the notice's time
+
+
+def test_both_clouds_reclaim_time_is_read_to_the_second() -> None:
+    assert reclaim_epoch(EXAMPLE) == EXAMPLE_EPOCH
+    assert reclaim_epoch("2024-02-29T23:59:59Z") == 1709251199  # a leap day
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "2015-01-05 18:02:00",  # Tencent's form, not these clouds'
+        "2015-01-05T18:02:00",  # no zone
+        "2015-01-05T18:02:00+08:00",
+        "2015-01-05T18:02:00.5Z",
+        "2015-01-05T18:02:00Z\n",
+        " 2015-01-05T18:02:00Z",
+        "2015-02-30T00:00:00Z",  # no such day
+        "2015-01-05T25:02:00Z",
+        "٢٠١٥-01-05T18:02:00Z",  # digits, but not ASCII ones
+        "1420480920",
+        "9" * 5000,
+        None,
+        1420480920,
+    ],
+)
+def test_anything_else_is_no_time(text: object) -> None:
+    assert reclaim_epoch(text) is None
+    assert stop_deadline(text, EXAMPLE_EPOCH - 120) is None
+
+
+def test_the_deadline_keeps_the_upload_margin_before_the_reclaim() -> None:
+    margin = cloud_metadata.UPLOAD_MARGIN_S
+    assert stop_deadline(EXAMPLE, EXAMPLE_EPOCH - 120) == EXAMPLE_EPOCH - margin  # AWS: 2 min
+    assert stop_deadline(EXAMPLE, EXAMPLE_EPOCH - 300) == EXAMPLE_EPOCH - margin  # ECS: ~5 min
+    # Already past (a late poll, a skewed clock): kept, the stop then gives its short grace.
+    assert stop_deadline(EXAMPLE, EXAMPLE_EPOCH + 60) == EXAMPLE_EPOCH - margin
+
+
+def test_a_reclaim_time_too_far_ahead_is_not_believed() -> None:
+    ahead = cloud_metadata.MAX_NOTICE_AHEAD_S
+    assert stop_deadline(EXAMPLE, EXAMPLE_EPOCH - ahead) is not None
+    assert stop_deadline(EXAMPLE, EXAMPLE_EPOCH - ahead - 1) is None
+    assert stop_deadline("9999-12-31T23:59:59Z", EXAMPLE_EPOCH) is None
+
+
+# ------------------------------------------------------------------- the stop on a reclaim
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The box's login home (as in test_run_remote.py)."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder
+
+
+# A job that ignores TERM: only KILL ends it, so the stop's grace is how long the stop takes.
+DEAF = ("bash", "-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done")
+
+
+def deaf_job(home: Path, tmp_path: Path, deadline: str | None) -> tuple[str, Path]:
+    """A started job that ignores TERM, its agent's reclaim_deadline set to `deadline`."""
+    spec = spec_for(tmp_path, *DEAF)
+    run_dir = start(home, spec)
+    give_up = time.monotonic() + 10
+    while "ready" not in (run_dir / "output.log").read_text():  # its trap is set
+        assert time.monotonic() < give_up, "the job did not start"
+        time.sleep(0.05)
+    if deadline is not None:
+        (run_dir / "reclaim_deadline").write_text(deadline)
+    return spec.run_id, run_dir
+
+
+def grace_line(output: str) -> int:
+    (line,) = [line for line in output.splitlines() if line.startswith("grace ")]
+    return int(line.split()[1])
+
+
+def test_a_reclaim_stop_waits_for_the_notice_s_deadline(home, tmp_path):
+    run_id, run_dir = deaf_job(home, tmp_path, f"{int(time.time()) + 3}\n")
+    began = time.monotonic()
+    stopped = sh(home, remote.stop_script(run_id, grace_s=1, reclaim=True))
+    took = time.monotonic() - began
+    assert stopped.returncode == 0, stopped.stderr
+    assert grace_line(stopped.stdout) in (2, 3)  # the box's clock may tick between the two
+    assert remote.parse_exit_line(stopped.stdout) == (137, "killed")
+    assert took >= 1.9  # not grace_s (1 s): the deadline's
+
+
+@pytest.mark.parametrize(
+    "deadline",
+    [
+        None,  # no notice seen, or one without a usable time
+        "",
+        "-5",
+        "1e9",
+        "12abc",
+        "0x7fffffff",
+        "$(touch pwned)",
+        "9" * 40,  # past the shell's 64 bits
+        "1",  # long past
+    ],
+)
+def test_a_reclaim_stop_without_a_usable_deadline_keeps_the_short_grace(home, tmp_path, deadline):
+    run_id, run_dir = deaf_job(home, tmp_path, deadline)
+    stopped = sh(home, remote.stop_script(run_id, grace_s=1, reclaim=True))
+    assert stopped.returncode == 0, stopped.stderr
+    assert grace_line(stopped.stdout) == 1
+    assert remote.parse_exit_line(stopped.stdout) == (137, "killed")
+    assert not (run_dir / "pwned").exists() and not (home / "pwned").exists()
+
+
+def test_a_reclaim_stop_never_waits_past_the_ceiling(home, tmp_path, monkeypatch):
+    monkeypatch.setattr(remote, "RECLAIM_GRACE_MAX_S", 2)
+    run_id, _ = deaf_job(home, tmp_path, f"{int(time.time()) + 86400}")
+    stopped = sh(home, remote.stop_script(run_id, grace_s=1, reclaim=True))
+    assert grace_line(stopped.stdout) == 2
+    assert remote.parse_exit_line(stopped.stdout) == (137, "killed")
+    assert remote.stop_timeout(reclaim=True) == 2 + 15
+
+
+def test_a_user_s_stop_keeps_the_short_grace_whatever_the_notice_says(home, tmp_path):
+    run_id, _ = deaf_job(home, tmp_path, f"{int(time.time()) + 300}")
+    began = time.monotonic()
+    stopped = sh(home, remote.stop_script(run_id, grace_s=1))
+    assert time.monotonic() - began < 5
+    assert "grace" not in stopped.stdout
+    assert remote.parse_exit_line(stopped.stdout) == (137, "killed")
+    assert remote.stop_timeout() == remote.STOP_GRACE_S + 15
+
+
+def test_a_new_attempt_forgets_the_last_attempt_s_deadline(home, tmp_path):
+    spec = spec_for(tmp_path, "true")
+    run_dir = start(home, spec)
+    (run_dir / "reclaim_deadline").write_text(f"{int(time.time()) + 300}\n")
+    assert sh(home, remote.prepare_script(spec, None)).returncode == 0
+    assert not (run_dir / "reclaim_deadline").exists()
