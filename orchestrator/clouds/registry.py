@@ -204,6 +204,14 @@ class ReplacesNodes(Protocol):
     node_resource: str
 
 
+@runtime_checkable
+class ChecksSubnetIds(Protocol):
+    """Its rule for `--subnet-id` (the id, or UsageError), also asked before a plan has chosen
+    the cloud: a job file's box.subnet_id is checked at loading (subnet_id_refusal)."""
+
+    def check_subnet_id(self, subnet_id: str) -> str: ...
+
+
 def price_api_of(cloud: Cloud) -> PriceApi | None:
     """The cloud's `price_api()` where it has one; None: its catalog's prices are all there is."""
     return cloud.price_api() if isinstance(cloud, HasPriceApi) else None
@@ -244,6 +252,22 @@ def object_store_at(host: str) -> ObjectStore | None:
         if found is not None:
             return found
     return None
+
+
+def subnet_id_refusal(subnet_id: str) -> UsageError | None:
+    """Why no registered cloud takes `subnet_id` (the first cloud's refusal); None when one
+    takes it, or one cannot tell before its launch (it has no check_subnet_id)."""
+    refusals: list[UsageError] = []
+    for cloud in all_clouds():
+        if not isinstance(cloud, ChecksSubnetIds):
+            return None
+        try:
+            cloud.check_subnet_id(subnet_id)
+        except UsageError as exc:
+            refusals.append(exc)
+        else:
+            return None
+    return refusals[0] if refusals else None
 
 
 def resolve_image_of(cloud: Cloud, region: str, image: dict[str, Any]) -> Any:

@@ -1,8 +1,10 @@
 """The checks a job file's value gets at loading where its schema cannot say the rule: a
 duration's range (durations are text, "40d"), run.env's reserved names, box.tags' reserved
-prefixes. Each applies the rule the option's own check applies once the options are parsed
-(the same constants or the same function), so that the file's error names its file, line and
-key rather than a flag the user did not type.
+prefixes, and the validators of the model name, box name, SSH blocks, S3 URLs, subnet id,
+pool name and paths on the box. Each applies the rule the option's own check applies once the
+options are parsed (the same constants or the same function), so that the file's error names
+its file, line and key rather than a flag the user did not type (the flag's name is taken out
+of the validator's message).
 
 A check takes the key's value and returns None, or (the path below the key, message).
 """
@@ -77,3 +79,111 @@ def box_tags(tags: dict[str, str]) -> Problem:
         except UsageError as exc:
             return (key,), exc.message.removeprefix("--tag ")
     return None
+
+
+def _refused(where: tuple[Any, ...], flag: str, check: Callable[..., Any], *args: Any) -> Problem:
+    """(where, the refusal's line without `flag`) when check(*args) refuses; else None."""
+    try:
+        check(*args)
+    except UsageError as exc:
+        return where, without_flag(exc, flag)
+    return None
+
+
+def without_flag(exc: UsageError, flag: str) -> str:
+    """The error's one line with the first `flag ` (the option's name) taken out."""
+    return exc.one_line().replace(f"{flag} ", "", 1) if flag else exc.one_line()
+
+
+def _each(flag: str, check: Callable[..., Any], *more: Any) -> Check:
+    """A list key whose every item passes check(item, *more)."""
+
+    def check_all(values: list[Any]) -> Problem:
+        for index, value in enumerate(values):
+            problem = _refused((index,), flag, check, value, *more)
+            if problem is not None:
+                return problem
+        return None
+
+    return check_all
+
+
+def box_name(value: str) -> Problem:
+    """box.name: provision/boxes.py's validate_box_name (--name)."""
+    from orchestrator.provision.boxes import validate_box_name
+
+    return _refused((), "", validate_box_name, value)
+
+
+def ssh_blocks(values: list[str]) -> Problem:
+    """box.ssh_cidr: each an IPv4 block (provision/inputs.py's normalise_cidrs, --ssh-cidr).
+    How wide they are together is judged once the command line is read (--allow-world-ssh
+    may allow it): jobfile/command.py's check_ssh_reach."""
+    from orchestrator.provision import inputs
+
+    return _each("--ssh-cidr", lambda text: inputs.normalise_cidrs([text], True))(values)
+
+
+def state_url(value: str) -> Problem:
+    """box.state: provision/state_backend.py's parse_state_url (--state)."""
+    from orchestrator.provision.state_backend import parse_state_url
+
+    return _refused((), "--state", parse_state_url, value)
+
+
+def subnet_id(value: str) -> Problem:
+    """box.subnet_id: refused when every registered cloud's rule refuses it (the plan picks
+    the cloud later; clouds/registry.py's subnet_id_refusal)."""
+    from orchestrator.clouds.registry import subnet_id_refusal
+
+    refusal = subnet_id_refusal(value)
+    return None if refusal is None else ((), without_flag(refusal, "--subnet-id"))
+
+
+def checkpoint_store(value: str) -> Problem:
+    """checkpoint.store: run/spec.py's parse_store (--store)."""
+    from orchestrator.run.spec import parse_store
+
+    return _refused((), "--store", parse_store, value)
+
+
+def checkpoint_dir(value: str) -> Problem:
+    """checkpoint.dir: a path inside the working directory (run/spec.py's relative_box_path)."""
+    from orchestrator.run.spec import relative_box_path
+
+    return _refused((), "--checkpoint-dir", relative_box_path, value, "--checkpoint-dir")
+
+
+def fetch_paths(values: list[str]) -> Problem:
+    """run.fetch: each a path inside the working directory (relative_box_path, --fetch)."""
+    from orchestrator.run.spec import relative_box_path
+
+    return _each("--fetch", relative_box_path, "--fetch")(values)
+
+
+def exclude_patterns(values: list[str]) -> Problem:
+    """run.exclude: each an rsync pattern (run/spec.py's check_pattern, --exclude)."""
+    from orchestrator.run.spec import check_pattern
+
+    return _each("--exclude", check_pattern, "--exclude")(values)
+
+
+def pool_name(value: str) -> Problem:
+    """pool.name: pool/record.py's validate_pool_name (--pool)."""
+    from orchestrator.pool.record import validate_pool_name
+
+    return _refused((), "", validate_pool_name, value)
+
+
+def pool_store(value: str) -> Problem:
+    """pool.store: pool/store.py's check_store_url (--pool-store)."""
+    from orchestrator.pool.store import check_store_url
+
+    return _refused((), "", check_store_url, value)
+
+
+def model_name(value: str) -> Problem:
+    """model: a catalog model or alias (catalog/loader.py's find_model, as --model)."""
+    from orchestrator.catalog import find_model
+
+    return _refused((), "", find_model, value)

@@ -130,7 +130,27 @@ def command_defaults(
         defaults[param] = option_value(job, key, value)
     if command == "run" and "command" in job.data.get("run", {}):
         settings["command"] = job.command()
+    check_ssh_reach(job, defaults, typed)
     return defaults, settings
+
+
+def check_ssh_reach(job: Any, defaults: dict[str, Any], typed: set[str]) -> None:
+    """The file's ssh_cidr blocks judged together, as provision/inputs.py's normalise_cidrs
+    judges --ssh-cidr (more than a /8 needs allow_world_ssh), once the command line is known:
+    --allow-world-ssh typed allows them, --ssh-cidr typed replaces them. The error names the
+    file's line, not a flag the user did not type (each block was checked at loading)."""
+    if "ssh_cidrs" not in defaults or typed & {"ssh_cidrs", "allow_world_ssh"}:
+        return
+    if defaults.get("allow_world_ssh"):
+        return
+    from orchestrator.errors import UsageError
+    from orchestrator.jobfile.checks import without_flag
+    from orchestrator.provision.inputs import normalise_cidrs
+
+    try:
+        normalise_cidrs(list(defaults["ssh_cidrs"]), False)
+    except UsageError as exc:
+        raise job.error(("box", "ssh_cidr"), without_flag(exc, "--ssh-cidr")) from None
 
 
 def _replaced_by_command_line(typed: set[str]) -> set[str]:

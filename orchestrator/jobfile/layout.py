@@ -18,7 +18,7 @@ from orchestrator.commands.option_spec import Option
 from orchestrator.commands.selection_options import SELECTION_OPTIONS
 from orchestrator.jobfile import checks
 from orchestrator.provision.inputs import MAX_TAGS
-from orchestrator.run.spec import MAX_ENV
+from orchestrator.run.spec import MAX_ENV, MAX_FETCH
 from orchestrator.sizing import resolve
 
 SCHEMA_ID = "https://github.com/orch/orch/docs/orch.schema.json"
@@ -120,7 +120,13 @@ def _negate(value: bool, _base: str) -> bool:
 
 
 MODEL_KEYS = [
-    Key(("model",), "model", {"type": "string", "minLength": 1}, "Catalog model name or alias."),
+    Key(
+        ("model",),
+        "model",
+        {"type": "string", "minLength": 1},
+        "Catalog model name or alias.",
+        check=checks.model_name,
+    ),
     Key(
         ("hf_config",),
         "hf_config",
@@ -195,7 +201,13 @@ RESOURCE_KEYS = [
 ]
 
 BOX_KEYS = [
-    Key(("box", "name"), "name", {"type": "string", "minLength": 1}, "Box name (up, run)."),
+    Key(
+        ("box", "name"),
+        "name",
+        {"type": "string", "minLength": 1},
+        "Box name (up, run).",
+        check=checks.box_name,
+    ),
     Key(
         ("box", "ttl"),
         "ttl",
@@ -203,9 +215,21 @@ BOX_KEYS = [
         "Box lifetime (default 12h); `none`: never expires (warned about).",
         check=checks.box_lifetime,
     ),
-    Key(("box", "ssh_cidr"), "ssh_cidrs", STRINGS, "IPv4 blocks allowed to SSH in."),
+    Key(
+        ("box", "ssh_cidr"),
+        "ssh_cidrs",
+        STRINGS,
+        "IPv4 blocks allowed to SSH in.",
+        check=checks.ssh_blocks,
+    ),
     Key(("box", "allow_world_ssh"), "allow_world_ssh", {"type": "boolean"}),
-    Key(("box", "state"), "state_url", {"type": "string", "pattern": "^s3://"}, "Remote state."),
+    Key(
+        ("box", "state"),
+        "state_url",
+        {"type": "string", "pattern": "^s3://"},
+        "Remote state.",
+        check=checks.state_url,
+    ),
     Key(
         ("box", "tags"),
         "tags",
@@ -214,7 +238,12 @@ BOX_KEYS = [
         _pairs,
         checks.box_tags,
     ),
-    Key(("box", "subnet_id"), "subnet_id", {"type": "string", "minLength": 1}),
+    Key(
+        ("box", "subnet_id"),
+        "subnet_id",
+        {"type": "string", "minLength": 1},
+        check=checks.subnet_id,
+    ),
     Key(("box", "ssh_alias"), "ssh_alias", {"type": "boolean"}, "Write `Host orch-NAME`."),
     Key(("box", "check"), "no_check", {"type": "boolean"}, "Check the GPUs (yes).", _negate),
     Key(("box", "check_timeout"), "check_timeout", DURATION, "How long the GPU check retries."),
@@ -238,8 +267,20 @@ RUN_KEYS = [
         "Folder synced to the box (relative to this file's folder).",
         _relative_path,
     ),
-    Key(("run", "exclude"), "excludes", STRINGS, "rsync exclude patterns."),
-    Key(("run", "fetch"), "fetch", STRINGS, "Paths copied back at the end."),
+    Key(
+        ("run", "exclude"),
+        "excludes",
+        STRINGS,
+        "rsync exclude patterns.",
+        check=checks.exclude_patterns,
+    ),
+    Key(
+        ("run", "fetch"),
+        "fetch",
+        {**STRINGS, "maxItems": MAX_FETCH},
+        "Paths copied back at the end.",
+        check=checks.fetch_paths,
+    ),
     Key(("run", "keep"), "keep", {"type": "boolean"}, "Keep the box afterwards."),
     Key(
         ("run", "launcher"),
@@ -249,15 +290,37 @@ RUN_KEYS = [
         " with more than one GPU or node.",
     ),
     Key(("run", "rendezvous_timeout"), "rendezvous_timeout", DURATION, "torchrun join timeout."),
-    Key(("checkpoint", "dir"), "checkpoint_dir", {"type": "string", "minLength": 1}),
-    Key(("checkpoint", "store"), "store", {"type": "string", "minLength": 1}, "s3://bucket/p"),
+    Key(
+        ("checkpoint", "dir"),
+        "checkpoint_dir",
+        {"type": "string", "minLength": 1},
+        check=checks.checkpoint_dir,
+    ),
+    Key(
+        ("checkpoint", "store"),
+        "store",
+        {"type": "string", "minLength": 1},
+        "s3://bucket/p",
+        check=checks.checkpoint_store,
+    ),
     Key(("checkpoint", "interval"), "checkpoint_interval", DURATION),
     Key(("recovery", "spot"), "spot_recovery", {"type": "integer", "minimum": 0, "maximum": 100}),
     Key(("recovery", "fallback_on_demand"), "fallback_on_demand", {"type": "boolean"}),
     Key(("recovery", "watch_interval"), "watch_interval", DURATION),
     Key(("recovery", "ssh_lost_after"), "ssh_lost_after", DURATION),
-    Key(("pool", "name"), "pool", {"type": "string", "minLength": 1}, "Run on a box leased here."),
-    Key(("pool", "store"), "pool_store", {"type": "string", "pattern": "^s3://"}),
+    Key(
+        ("pool", "name"),
+        "pool",
+        {"type": "string", "minLength": 1},
+        "Run on a box leased here.",
+        check=checks.pool_name,
+    ),
+    Key(
+        ("pool", "store"),
+        "pool_store",
+        {"type": "string", "pattern": "^s3://"},
+        check=checks.pool_store,
+    ),
     Key(("pool", "wait"), "lease_wait", DURATION, "How long to wait for a free box."),
 ]
 

@@ -3,9 +3,12 @@
 Every error is one line that names the file, the line and the key:
 `orch.yaml:12: resources.gpus: 'two' is not of type 'integer'` (exit 2). Values are checked
 here by the schema, and by the options' own rules that a schema cannot say (a duration's range,
-reserved names: jobfile/checks.py); the rest (a model name, a CIDR, a bucket URL) is checked
-by the same code that checks the flags, because the file's values reach the commands as their
-options' defaults (click's default_map).
+reserved names, a model name, a box name, a CIDR, a bucket URL, a subnet id: jobfile/checks.py,
+which calls the flags' validators). SSH blocks wider than a /8 are judged once the command line
+is read (--allow-world-ssh may allow them: jobfile/command.py). What joins two keys that a flag
+may give instead (checkpoint.dir with its store, one model source) is checked by the code that
+checks the flags, as the file's values reach the commands as their options' defaults (click's
+default_map).
 """
 
 from __future__ import annotations

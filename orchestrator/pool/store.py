@@ -112,17 +112,21 @@ def open_store(url: str | None) -> RecordStore:
         from orchestrator.provision.boxes import orch_home
 
         return LocalStore(orch_home() / "pools")
-    from orchestrator.provision.state_backend import parse_state_url
+    location = check_store_url(url)
+    check_conditional_writes(location.url)
+    return S3Store(location.bucket, location.prefix)
 
+
+def check_store_url(url: str) -> state_backend.StateLocation:
+    """A pool store's "s3://bucket/prefix", checked with the rules of `--state` (also a job
+    file's pool.store, at loading)."""
     try:
-        location = parse_state_url(url)
+        return state_backend.parse_state_url(url)
     except UsageError as exc:
         raise UsageError(
             f"bad pool store {url!r}: expected s3://bucket/prefix",
             hint="letters, digits and -_.!*'()/ in the prefix; omit it for the local store",
         ) from exc
-    check_conditional_writes(location.url)
-    return S3Store(location.bucket, location.prefix)
 
 
 def store_tag(store: RecordStore) -> str:

@@ -104,6 +104,13 @@ def relative_box_path(path: str, option: str) -> str:
     return text
 
 
+def check_pattern(pattern: str, option: str) -> str:
+    """An rsync pattern (--exclude, --include): one line of rsync's filter list."""
+    if not pattern or "\n" in pattern or "\0" in pattern:
+        raise UsageError(f"{option} {pattern!r} is not a pattern")
+    return pattern
+
+
 @dataclass(frozen=True, slots=True)
 class Store:
     """An S3 (or S3-compatible: Alibaba OSS) location for checkpoints."""
@@ -158,8 +165,7 @@ class RunSpec:
             raise UsageError(f"at most {MAX_FETCH} --fetch paths")
         for option, patterns in (("--exclude", self.excludes), ("--include", self.includes)):
             for pattern in patterns:
-                if not pattern or "\n" in pattern or "\0" in pattern:
-                    raise UsageError(f"{option} {pattern!r} is not a pattern")
+                check_pattern(pattern, option)
         if not 1 <= self.checkpoint_interval_s <= 86400:
             raise UsageError("--checkpoint-interval must be between 1 s and 1 day")
         validate_run_id(self.run_id)

@@ -63,6 +63,11 @@ class AliyunCloud(PackagedCloud):
 
         return ObjectStore("Alibaba OSS", conditional_writes=False, path_style=False)
 
+    def check_subnet_id(self, subnet_id: str) -> str:
+        from orchestrator.clouds.aliyun.terraform import check_subnet_id
+
+        return check_subnet_id(subnet_id)
+
     def price_api(self) -> PriceApi:
         from orchestrator.clouds.aliyun.prices import PRICE_API
 

@@ -171,15 +171,20 @@ def check_tags(tags: dict[str, str]) -> dict[str, str]:
     return tags
 
 
+def check_subnet_id(subnet_id: str) -> str:
+    """None is taken yet: the module makes each box its own VPC and vSwitch."""
+    raise UsageError(
+        "--subnet-id is not supported for Aliyun boxes yet",
+        hint="each Aliyun box gets its own VPC and vSwitch",
+    )
+
+
 def tfvars(request: BoxRequest) -> dict[str, Any]:
     """The values of templates/aliyun/variables.tf.j2 for one box (a render.RenderRequest)."""
     candidate = request.candidate
     nodes = cluster_nodes(candidate)
     if request.subnet_id:
-        raise UsageError(
-            "--subnet-id is not supported for Aliyun boxes yet",
-            hint="each Aliyun box gets its own VPC and vSwitch",
-        )
+        check_subnet_id(request.subnet_id)
     return {
         "region": candidate.region,
         "name": request.name,

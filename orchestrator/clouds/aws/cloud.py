@@ -37,6 +37,11 @@ class AwsCloud(PackagedCloud):
     # terraform/modules/aws_gpu/main.tf: aws_instance.this, count = node_count).
     node_resource = "module.box.aws_instance.this"
 
+    def check_subnet_id(self, subnet_id: str) -> str:
+        from orchestrator.clouds.aws.terraform import check_subnet_id
+
+        return check_subnet_id(subnet_id)
+
     def price_api(self) -> PriceApi:
         from orchestrator.clouds.aws.prices import PRICE_API
 
