@@ -1,6 +1,6 @@
 """The checks a job file's value gets at loading where its schema cannot say the rule: a
 duration's range (durations are text, "40d"), run.env's reserved names, box.tags' reserved
-prefixes, and the validators of the model name, box name, SSH blocks, S3 URLs, subnet id,
+prefixes, and the validators of the model and GPU names, box name, SSH blocks, S3 URLs, subnet id,
 pool name and paths on the box. Each applies the rule the option's own check applies once the
 options are parsed (the same constants or the same function), so that the file's error names
 its file, line and key rather than a flag the user did not type (the flag's name is taken out
@@ -91,8 +91,12 @@ def _refused(where: tuple[Any, ...], flag: str, check: Callable[..., Any], *args
 
 
 def without_flag(exc: UsageError, flag: str) -> str:
-    """The error's one line with the first `flag ` (the option's name) taken out."""
-    return exc.one_line().replace(f"{flag} ", "", 1) if flag else exc.one_line()
+    """The error's one line with the first `flag: ` or `flag ` (the option's name) taken out."""
+    text = exc.one_line()
+    for form in (f"{flag}: ", f"{flag} ") if flag else ():
+        if form in text:
+            return text.replace(form, "", 1)
+    return text
 
 
 def _each(flag: str, check: Callable[..., Any], *more: Any) -> Check:
@@ -187,3 +191,23 @@ def model_name(value: str) -> Problem:
     from orchestrator.catalog import find_model
 
     return _refused((), "", find_model, value)
+
+
+def gpu_name(value: str) -> Problem:
+    """resources.gpu: a catalog GPU (catalog/gpu_names.py's resolve_gpu, as --gpu)."""
+    from orchestrator.catalog import load_gpus
+    from orchestrator.catalog.gpu_names import resolve_gpu
+
+    return _refused((), "--gpu", resolve_gpu, value, load_gpus())
+
+
+def throughput_gpus(rates: dict[str, float]) -> Problem:
+    """resources.throughput: each key a catalog GPU (selection_options.py's parse_throughput,
+    given the GPU=RATE that --throughput takes)."""
+    from orchestrator.commands.selection_options import parse_throughput
+
+    for name, rate in rates.items():
+        problem = _refused((name,), "--throughput", parse_throughput, (f"{name}={rate}",))
+        if problem is not None:
+            return problem
+    return None

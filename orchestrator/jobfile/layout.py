@@ -93,9 +93,19 @@ def _ranged(param: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in schema.items() if k not in bounds}, **RANGES[param]}
 
 
+# The flags' own rules, by parameter, of the keys built from the option declarations.
+OPTION_CHECKS: dict[str, checks.Check] = {"gpu": checks.gpu_name}
+
+
 def _from_options(section: str, options: tuple[Option, ...], skip: set[str]) -> list[Key]:
     return [
-        Key((section, _flag_name(o)), o.name, _ranged(o.name, _option_schema(o)), o.help or "")
+        Key(
+            (section, _flag_name(o)),
+            o.name,
+            _ranged(o.name, _option_schema(o)),
+            o.help or "",
+            check=OPTION_CHECKS.get(o.name),
+        )
         for o in options
         if o.name not in skip
     ]
@@ -197,6 +207,7 @@ RESOURCE_KEYS = [
         {"type": "object", "additionalProperties": {"type": "number", "exclusiveMinimum": 0}},
         "Your measured samples/s per GPU, by GPU name.",
         _pairs,
+        checks.throughput_gpus,
     ),
 ]
 

@@ -246,3 +246,26 @@ def test_an_unknown_model_names_its_line_and_a_known_one_in_any_spelling_loads(h
     for name in ("BERT-LARGE", "google-bert/bert-large-uncased", "meta-llama/Llama-2-7b-hf"):
         (here / "orch.yaml").write_text(f"model: {name}\n")
         assert read_job_file("orch.yaml").data["model"] == name
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        ("resources:\n  gpu: Z9000\n", "orch.yaml:3: resources.gpu: unknown GPU 'Z9000' (known:"),
+        (
+            "resources:\n  throughput:\n    A10G: 12.5\n    Z9000: 10\n",
+            "orch.yaml:5: resources.throughput.Z9000: unknown GPU 'Z9000' (known:",
+        ),
+    ],
+)
+def test_gpu_names_are_the_catalog_s_and_name_their_line(here, capsys, text, start):
+    """resources.gpu and throughput's GPU names were `--gpu: unknown GPU 'Z9000'`, naming a
+    flag the user did not type and neither file nor line."""
+    assert refusal(here, text).startswith(start)
+    code, _, err = run_cli(capsys, "plan")
+    assert code == 2 and err.startswith(f"orch: error: {start}") and len(err.splitlines()) == 1
+
+
+def test_gpu_names_the_flags_take_load_from_the_file(here):
+    job = loaded(here, "resources:\n  gpu: h100\n  throughput: {a10g: 12.5, H100: 30}\n")
+    assert job.data["resources"]["gpu"] == "h100"
