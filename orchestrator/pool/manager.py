@@ -427,7 +427,8 @@ def delete(pool: Pool, force: bool) -> dict[str, Any]:
 
     def claim_all(d: dict[str, Any]) -> list[str]:
         """Every entry `destroying`, in the write that checks for leases: a box leased since
-        `data` was read is seen here, and refused without --force."""
+        `data` was read is seen here, and refused without --force. Returns those this
+        holder destroys: a box still being made is its starter's (record.claim_destroy)."""
         leased = [n for n, e in d["boxes"].items() if e.get("state") == "leased"
                   and not pool_record.lease_expired(e)]  # fmt: skip
         if leased and not force:
@@ -435,11 +436,11 @@ def delete(pool: Pool, force: bool) -> dict[str, Any]:
                 f"pool {pool.name} has leased boxes ({', '.join(sorted(leased))})",
                 hint="release them, or `orch pool delete --force`",
             )
-        for entry in d["boxes"].values():
-            pool_record.set_state(entry, "destroying", pool.holder)
-        return sorted(d["boxes"])
+        return sorted(n for n, e in d["boxes"].items() if pool_record.claim_destroy(e, pool.holder))
 
-    names = pool.change(claim_all)[1]
+    claimed, names = pool.change(claim_all)
+    for name in sorted(set(claimed["boxes"]) - set(names)):
+        pool.say(f"pool {pool.name}: {name} is still starting; its starter destroys it")
     # Entries with no box of this pool behind them are only dropped; the boxes are destroyed
     # all at once, each in a child of its own (Terraform runs one to a process).
     boxes = [name for name in names if members.materialize(pool, name, data) is not None]

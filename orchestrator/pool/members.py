@@ -4,10 +4,11 @@ slow step between two conditional writes of the pool record (pool/manager.py).""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.clouds.base import POOL_STORE_TAG, POOL_TAG
 from orchestrator.errors import OrchError
@@ -102,7 +103,9 @@ def _forget(record: dict[str, Any], say: Say) -> object:
 
 
 def drop(pool: Pool, box_name: str) -> None:
-    pool.change(lambda d: d["boxes"].pop(box_name, None))
+    """Forget a box's entry; with the whole record gone (`pool delete`), it is gone too."""
+    with contextlib.suppress(NoRecord):
+        pool.change(lambda d: d["boxes"].pop(box_name, None))
 
 
 def materialize(pool: Pool, box_name: str, data: dict[str, Any] | None = None) -> Box | None:
@@ -181,6 +184,9 @@ class _Removed(OrchError):
     """A starting box's entry is gone from the record (provision_entry)."""
 
 
+_LEFT_TO_US = object()  # provision_entry: the entry was claimed and left to this starter
+
+
 def provision_entry(
     pool: Pool, box_name: str, *, lease_for: str | None = None, lease_ttl_s: float | None = None
 ) -> dict | None:
@@ -188,25 +194,31 @@ def provision_entry(
     `lease_for`, returning the lease); on failure destroy what was made and drop the entry
     (kept as `destroying` when that destroy fails, for a later reconcile). A box whose entry
     (or whole record) was removed while it started is destroyed here: nobody else knows of
-    it any more, and it would run until its TTL or the sweeper."""
+    it any more, and it would run until its TTL or the sweeper. So is one whose entry was
+    claimed for destruction and left to its starter (`pool delete`: record.claim_destroy);
+    one claimed by another (a reconcile that took the start for dead) is theirs to destroy."""
     try:
         box = provision(pool, box_name)
     except BaseException as exc:
         pool.say(f"pool {pool.name}: box {box_name} did not come up: {why(exc)}")
         try:
-            mark_destroying(pool, box_name)
+            ours = claim_own_destroy(pool, box_name)
         except NoRecord:
             destroy_removed(pool, box_name)
             raise exc from None
-        destroy(pool, box_name)
+        if ours:
+            destroy(pool, box_name)
         raise
     summary = box_fields(box)
 
-    def done(data: dict[str, Any]) -> dict | None:
+    def done(data: dict[str, Any]) -> object:
         entry = data["boxes"].get(box_name)
         if entry is None:
             raise _Removed(f"pool {pool.name}: box {box_name} was removed while it started")
-        if entry.get("state") != "provisioning":  # `pool delete` or reconcile destroys it
+        if pool_record.left_to_starter(entry):  # this process is to destroy it: say so
+            pool_record.set_state(entry, "destroying", pool.holder)
+            return _LEFT_TO_US
+        if entry.get("state") != "provisioning":  # reconcile destroys it
             raise OrchError(
                 f"pool {pool.name}: box {box_name} was claimed for destruction while it started"
             )
@@ -218,11 +230,18 @@ def provision_entry(
         return pool_record.lease_box(data, box_name, lease_for, ttl)
 
     try:
-        return pool.change(done)[1]
+        taken = pool.change(done)[1]
     except (_Removed, NoRecord):
         destroy_removed(pool, box_name)
+        raise OrchError(
+            f"pool {pool.name}: box {box_name} was removed from the pool while it started; "
+            "it was destroyed"
+        ) from None
+    if taken is not _LEFT_TO_US:
+        return cast(dict | None, taken)
+    destroy(pool, box_name)
     raise OrchError(
-        f"pool {pool.name}: box {box_name} was removed from the pool while it started; "
+        f"pool {pool.name}: box {box_name} was claimed for destruction while it started; "
         "it was destroyed"
     )
 
@@ -250,6 +269,23 @@ def destroy_removed(pool: Pool, box_name: str) -> None:
 
 def why(exc: BaseException) -> str:
     return exc.one_line() if isinstance(exc, OrchError) else type(exc).__name__
+
+
+def claim_own_destroy(pool: Pool, box_name: str) -> bool:
+    """After a failed start: whether this starter destroys what it made. Yes while its entry
+    is `provisioning` or was left to it (now `destroying` by this holder), or is gone; no
+    when another claimed it (a reconcile that took the start for dead destroys it)."""
+
+    def mark(data: dict[str, Any]) -> bool:
+        entry = data["boxes"].get(box_name)
+        if entry is None:
+            return True
+        if entry.get("state") != "provisioning" and not pool_record.left_to_starter(entry):
+            return False
+        pool_record.set_state(entry, "destroying", pool.holder)
+        return True
+
+    return bool(pool.change(mark)[1])
 
 
 def mark_destroying(pool: Pool, box_name: str) -> None:

@@ -10,7 +10,8 @@ Box states:
     ready         checked, reset, free to lease
     leased        held by `lease` until its `expires_at`
     resetting     being reset by `by` after a lease (wipe, end processes, check again)
-    destroying    being destroyed by `by`
+    destroying    being destroyed by `by`; with `left_to_starter`, claimed while its box was
+                  still being made: the process making it destroys it once `up` ends
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ STATES = ("provisioning", "ready", "leased", "resetting", "destroying")
 # Work in flight (provisioning, resetting, destroying) whose owner has said nothing for this
 # long is taken to be dead: `reconcile` finishes it (destroys the box).
 STALE_WORK_S = 3600.0
+# A `destroying` entry claimed while its box was being made: its starter destroys the box.
+LEFT_TO_STARTER = "left_to_starter"
 
 
 def validate_pool_name(name: str) -> str:
@@ -129,8 +132,31 @@ def entry(state: str, by: str | None = None, **extra: Any) -> dict[str, Any]:
 def set_state(box: dict[str, Any], state: str, by: str | None = None) -> None:
     assert state in STATES
     box.update(state=state, since=iso(now()), by=by)
+    box.pop(LEFT_TO_STARTER, None)  # whoever set this state is to finish it
     if state != "leased":
         box["lease"] = None
+
+
+def left_to_starter(box: dict[str, Any]) -> bool:
+    """Claimed for destruction while its box was being made (claim_destroy): the starter
+    destroys the box once `up` ends (pool/members.provision_entry)."""
+    return box.get("state") == "destroying" and box.get(LEFT_TO_STARTER) is True
+
+
+def claim_destroy(box: dict[str, Any], holder: str) -> bool:
+    """Claim entry `box` for destruction by `holder`; False when it is left to its starter.
+
+    A box still being made can be known only by the process making it: `up` may not have
+    written its record or state yet, and a claimant that found nothing would drop the entry
+    while the starter, seeing `destroying`, left the box to the claimant. So an entry still
+    `provisioning` becomes `destroying` left to its starter (`by` and `since` kept), as one
+    left so already stays; once stale (its starter taken to be dead) the claimant takes it."""
+    starting = box.get("state") == "provisioning" or left_to_starter(box)
+    if starting and not stale(box):
+        box.update(state="destroying", **{LEFT_TO_STARTER: True})
+        return False
+    set_state(box, "destroying", holder)
+    return True
 
 
 def lease_expired(box: dict[str, Any], at: datetime | None = None) -> bool:

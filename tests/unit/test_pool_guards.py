@@ -594,3 +594,99 @@ def test_run_on_a_pool_gives_the_box_back_when_the_run_raises(monkeypatch, tmp_p
     with pytest.raises(OSError, match="No space left"):
         run_command._run_on_pool(request, options, None)
     assert released == [("gpu-0a0a0a", LEASE_ID, True)]
+
+
+@pytest.mark.parametrize("came_up", [True, False])
+def test_a_box_claimed_while_it_starts_is_destroyed_once_by_its_starter(home, monkeypatch, came_up):
+    """`pool delete` claims every entry while one box is still being made, where delete cannot
+    find it yet (on another machine, or before `up` wrote its record). The starter finishes
+    (the box came up, or failed its check) while delete is at work: after delete looked for the
+    box and before it drops the entry, or (when delete leaves the entry to its starter) before
+    it deletes the record. Exactly one of them destroys the box, once. Before, the starter saw
+    `destroying` and left the box to delete, which had found nothing and dropped the entry:
+    nobody destroyed it, and it ran on until its TTL or the sweeper."""
+    from orchestrator.errors import OrchError
+    from orchestrator.plan import Plan
+    from orchestrator.pool import manager, members
+    from orchestrator.provision import teardown
+
+    name = "gpu-0f0f0f"
+    data = record(**{name: entry("provisioning", since=iso(datetime.now(UTC)))})
+    data["plan"] = Plan(job={}, estimate={}, choice=candidate(), alternatives=[],
+                        created_at="2026-12-04T09:00:00Z").to_dict()  # fmt: skip
+    home["store"].create(KEY, data)
+    starter = manager.open_pool("gpu", None, print)
+    deleter = manager.open_pool("gpu", None, print)
+    said: list[str] = []  # what the starter raised
+    downs: list[str] = []  # every `orch down` of the box
+    real_down, real_drop, real_destroy_boxes = teardown.down, members.drop, members.destroy_boxes
+
+    def started(pool: Any, box_name: str) -> Box:
+        make_box(home, box_name, POOL_TAGS, POOL_TAGS)
+        if not came_up:
+            raise OrchError(f"box {box_name} does not match the pool's plan: 1 GPU, not 8")
+        return members.load_box(box_name)
+
+    def starter_finishes() -> None:
+        if not said:
+            with pytest.raises(OrchError) as raised:
+                members.provision_entry(starter, name, lease_for=starter.holder)
+            said.append(raised.value.one_line())
+
+    def drop(pool: Any, box_name: str) -> None:  # delete found no box and drops the entry
+        if pool is deleter and box_name == name:
+            starter_finishes()
+        real_drop(pool, box_name)
+
+    def destroy_boxes(pool: Any, names: list[str]) -> tuple[list[str], list[str]]:
+        starter_finishes()  # delete has claimed every entry and looked for their boxes
+        return real_destroy_boxes(pool, names)
+
+    def down(box_name: str, *args: Any, **kwargs: Any) -> Box:
+        downs.append(box_name)
+        return real_down(box_name, *args, **kwargs)
+
+    monkeypatch.setattr(members, "provision", started)
+    monkeypatch.setattr(members, "drop", drop)
+    monkeypatch.setattr(members, "destroy_boxes", destroy_boxes)
+    monkeypatch.setattr(teardown, "down", down)
+    monkeypatch.setattr(manager, "_delete_tagged_pool_resources", lambda *_: [])
+    result = manager.delete(deleter, force=False)
+    assert said, "the starter never finished while delete was at work"
+    assert downs == [name] and not box_exists(name), (said, downs)
+    assert home["store"].read(KEY) is None and result["destroyed"] == []
+
+
+def test_a_start_that_fails_leaves_the_box_to_a_reconcile_that_claimed_it(home, monkeypatch):
+    """A reconcile takes a start silent for over an hour for dead and claims its entry; it
+    has found the box and is destroying it when the starter, alive after all, fails its check.
+    The box is the reconcile's to destroy: before, the starter took the entry back and
+    destroyed the box too, so the reconcile's own `orch down` found nothing and failed."""
+    from orchestrator.errors import OrchError
+    from orchestrator.pool import manager, members
+    from orchestrator.provision import teardown
+
+    name = "gpu-0f1f2f"
+    make_box(home, name, POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**{name: entry("provisioning")}))  # since long ago
+    starter = manager.open_pool("gpu", None, print)
+    reconciler = manager.open_pool("gpu", None, print)
+    assert manager._claim(reconciler, name, "provisioning", "destroying", stale=True)
+    downs: list[str] = []
+    real_down = teardown.down
+
+    def fails(pool: Any, box_name: str) -> Box:
+        raise OrchError(f"box {box_name} does not match the pool's plan: 1 GPU, not 8")
+
+    def down(box_name: str, *args: Any, **kwargs: Any) -> Box:
+        downs.append(box_name)
+        if len(downs) == 1:  # the reconcile's destroy has begun: now the starter fails
+            with pytest.raises(OrchError, match="plan"):
+                members.provision_entry(starter, name)
+        return real_down(box_name, *args, **kwargs)
+
+    monkeypatch.setattr(members, "provision", fails)
+    monkeypatch.setattr(teardown, "down", down)
+    assert members.destroy(reconciler, name)
+    assert downs == [name] and not box_exists(name)
+    assert home["store"].read(KEY).data["boxes"] == {}

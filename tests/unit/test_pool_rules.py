@@ -72,6 +72,26 @@ def test_counting_expiry_and_stale_work():
     )
 
 
+def test_a_claim_leaves_a_box_still_being_made_to_its_starter_until_it_is_stale():
+    """Only a box's starter can know whether it exists before `up` ends: a claim of a start
+    (or of a destroy left to its starter) leaves it to the starter; one silent for over an
+    hour is taken for dead, and the claimant destroys the box (and the mark goes)."""
+    now = iso(datetime.now(UTC))
+    starting = {"state": "provisioning", "since": now, "by": "starter", "lease": None}
+    assert not pool_record.claim_destroy(starting, "deleter")
+    assert pool_record.left_to_starter(starting)
+    assert (starting["by"], starting["since"]) == ("starter", now)
+    assert not pool_record.claim_destroy(starting, "deleter-again")  # a second delete
+    assert starting["by"] == "starter"
+    for entry in (dict(starting, since="2026-12-01T10:00:00Z"),
+                  box("provisioning", "2026-12-01T10:00:00Z")):  # fmt: skip
+        assert pool_record.claim_destroy(entry, "deleter")
+        assert entry["by"] == "deleter" and not pool_record.left_to_starter(entry)
+    ready = box("ready", now)
+    assert pool_record.claim_destroy(ready, "deleter") and ready["state"] == "destroying"
+    assert not pool_record.left_to_starter(ready) and ready["by"] == "deleter"
+
+
 def test_pool_names_and_sizes():
     assert pool_record.validate_pool_name("gpu-a10") == "gpu-a10"
     for bad in ("", "GPU", "-gpu", "gpu-", "g" * 33, "gpu_a"):
