@@ -12,7 +12,7 @@ from orchestrator.commands.aliases import deprecated_option, take_deprecated, wa
 from orchestrator.commands.check_options import (
     DURATION_RANGES,
     VIA_CHOICES,
-    bounded,
+    bounded_duration,
     check_timeout_option,
     ssh_config_option,
     via_option,
@@ -151,7 +151,7 @@ def up(
     # --max-price is up's old name of the bid (planning inline, it also filters, as it did).
     old_bid = kwargs.get("max_price")
     bid = take_deprecated("--spot-bid", spot_bid, "--max-price", old_bid, explicit("spot_bid"))
-    bounded("--check-timeout", check_timeout, **DURATION_RANGES["check_timeout"])
+    bounded_duration("--check-timeout", check_timeout, **DURATION_RANGES["check_timeout"])
     if not no_check and via == "ssh":
         from orchestrator.check.transport import resolve_ssh_config
 

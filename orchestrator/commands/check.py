@@ -19,6 +19,7 @@ from orchestrator.commands.check_cluster import (
 from orchestrator.commands.check_options import (
     DAY_S,
     bounded,
+    bounded_duration,
     check_timeout_option,
     ssh_config_option,
     via_option,
@@ -137,7 +138,7 @@ def check(ctx, name, local, plan_path, as_json, timeout, ssh_config, via, **clus
         raise UsageError("give a box NAME or --local (not both)")
     if plan_path and not local:
         raise UsageError("--plan goes with --local; a box is checked against its own plan")
-    bounded("--timeout", timeout, low=1, high=DAY_S)
+    bounded_duration("--timeout", timeout, low=1, high=DAY_S)
     given = cluster_options_given(cluster)
     if local and given:
         raise UsageError(f"{given[0]} goes with a cluster, not --local")
@@ -253,8 +254,8 @@ def watch(name, local, interval, count, window, low_util, as_json, ssh_config, v
 
     if local == bool(name):
         raise UsageError("give a box NAME or --local (not both)")
-    bounded("--interval", interval, low=0.1, high=DAY_S)
-    bounded("--window", window, low=0, high=7 * DAY_S)
+    bounded_duration("--interval", interval, low=0.1, high=DAY_S)
+    bounded_duration("--window", window, low=0, high=7 * DAY_S)
     bounded("--low-util", low_util, low=0, high=100)
     transport = (
         LocalTransport()

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from orchestrator.commands.duration_type import DURATION
+from orchestrator.durations import format_duration
 from orchestrator.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,7 +23,8 @@ VIA_CHOICE = click.Choice(VIA_CHOICES)
 # run and destroys a box that was about to answer).
 DEFAULT_CHECK_TIMEOUT = "15m"
 DAY_S = 86400.0
-# The range, in seconds, of each duration option of up/run (by parameter): checked by `bounded`
+# The range, in seconds, of each duration option of up/run (by parameter): checked by
+# `bounded_duration`
 # once the options are parsed, and where a job file sets the option, at its loading
 # (jobfile/layout.py), so that the file's error names its file, line and key.
 DURATION_RANGES: dict[str, dict[str, float]] = {
@@ -70,3 +72,13 @@ def bounded(option: str, value: float, *, low: float, high: float) -> float:
     if not math.isfinite(value) or not low <= value <= high:
         raise UsageError(f"{option} must be a number from {low:g} to {high:g}, not {value!r}")
     return value
+
+
+def bounded_duration(option: str, seconds: float, *, low: float, high: float) -> float:
+    """`bounded` for a duration option: the range and the value in the duration format
+    (`--timeout must be a duration from 1s to 1d, not 61d`), as a job file's error says it."""
+    if not math.isfinite(seconds) or not low <= seconds <= high:
+        span = f"from {format_duration(low) if low else '0s'} to {format_duration(high)}"
+        shown = format_duration(seconds) if math.isfinite(seconds) else repr(seconds)
+        raise UsageError(f"{option} must be a duration {span}, not {shown}")
+    return seconds

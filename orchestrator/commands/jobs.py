@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from orchestrator.commands.check_options import DAY_S, bounded, ssh_config_option
+from orchestrator.commands.check_options import DAY_S, bounded_duration, ssh_config_option
 from orchestrator.commands.console import make_progress, make_say
 from orchestrator.commands.duration_type import DURATION
 from orchestrator.errors import EXIT_FAILURE, OrchError
@@ -71,7 +71,7 @@ def logs(
     from orchestrator.run.remote import run_dir
     from orchestrator.run.stream import LogFollower
 
-    bounded("--timeout", timeout, low=5, high=DAY_S)
+    bounded_duration("--timeout", timeout, low=5, high=DAY_S)
     box, run, transport = _box_and_run(name, run_id, ssh_config)
     sink = terminal.for_terminal(sys.stdout.buffer, sys.stdout)
     try:
@@ -156,7 +156,7 @@ def wait(
     from orchestrator.run import checkpoints, record, sync
 
     if timeout is not None:
-        bounded("--timeout", timeout, low=1, high=WAIT_MAX_S)
+        bounded_duration("--timeout", timeout, low=1, high=WAIT_MAX_S)
     box, run, transport = _box_and_run(name, run_id, ssh_config)
     status = _wait_for_end(box, run, transport, timeout)
     code = status.exit_code if status.exit_code is not None else EXIT_FAILURE
@@ -247,7 +247,7 @@ def stop(name: str, run_id: str | None, timeout: float, ssh_config: str | None) 
     from orchestrator.provision.cluster import cluster_nodes
     from orchestrator.run import remote, shell
 
-    bounded("--timeout", timeout, low=1, high=DAY_S)
+    bounded_duration("--timeout", timeout, low=1, high=DAY_S)
     box, run, transport = _box_and_run(name, run_id, ssh_config)
     if len(cluster_nodes(box)) > 1:
         _stop_cluster(box, run["run_id"], timeout, ssh_config)

@@ -11,7 +11,7 @@ import click
 from orchestrator.commands.check_options import (
     DAY_S,
     DURATION_RANGES,
-    bounded,
+    bounded_duration,
     check_timeout_option,
     ssh_config_option,
 )
@@ -32,7 +32,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 def _seconds(option: str, text: str, low: float, high: float) -> float:
     """A duration (30s, 10m, 2h, 1d; a bare number is seconds); "0" where low allows it."""
     value = parse_seconds(text, option, "s", allow_zero=low == 0)
-    return bounded(option, value, low=low, high=high)
+    return bounded_duration(option, value, low=low, high=high)
 
 
 def _open(name: str, store_url: str | None, as_json: bool, **kwargs: Any):  # noqa: ANN202
@@ -108,7 +108,7 @@ def create(name: str, plan_path: str, minimum: int, maximum: int, idle: str, ttl
     lease_s = _seconds("--lease-ttl", lease_ttl, 60, 7 * DAY_S)
     if lease_s >= ttl_s:
         raise UsageError("--lease-ttl must be shorter than the boxes' --ttl")
-    bounded("--check-timeout", check_timeout, **DURATION_RANGES["check_timeout"])
+    bounded_duration("--check-timeout", check_timeout, **DURATION_RANGES["check_timeout"])
     request = build_request(
         lambda: read_plan(plan_path),
         name=new_box_name(name),  # each box gets its own name when it starts

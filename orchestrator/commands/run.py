@@ -12,7 +12,7 @@ import click
 from orchestrator.commands.boxes import _plan_from_options
 from orchestrator.commands.check_options import (
     DURATION_RANGES,
-    bounded,
+    bounded_duration,
     check_timeout_option,
     ssh_config_option,
 )
@@ -216,18 +216,18 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         fetch=list(options["fetch"]),
         checkpoint_dir=options["checkpoint_dir"],
         store=parse_store(options["store"]) if options["store"] else None,
-        checkpoint_interval_s=bounded(
+        checkpoint_interval_s=bounded_duration(
             "--checkpoint-interval",
             options["checkpoint_interval"],
             **DURATION_RANGES["checkpoint_interval"],
         ),
     )
-    bounded("--check-timeout", options["check_timeout"], **DURATION_RANGES["check_timeout"])
-    bounded("--ssh-lost-after", options["ssh_lost_after"], **DURATION_RANGES["ssh_lost_after"])
     if options["watch_interval"] is None:
         # A reclaim is noticed within this; spot runs pay for every second of it.
         options["watch_interval"] = 5.0 if options["spot_recovery"] else 15.0
-    bounded("--watch-interval", options["watch_interval"], **DURATION_RANGES["watch_interval"])
+    for param in ("check_timeout", "ssh_lost_after", "watch_interval"):
+        flag = "--" + param.replace("_", "-")
+        bounded_duration(flag, options[param], **DURATION_RANGES[param])
     from orchestrator.check.transport import resolve_ssh_config
 
     ssh_config = resolve_ssh_config(options["ssh_config"])
@@ -244,7 +244,7 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
         ssh_lost_after_s=options["ssh_lost_after"],
         launcher=options["launcher"],
         join_timeout_s=int(
-            bounded(
+            bounded_duration(
                 "--rendezvous-timeout",
                 options["rendezvous_timeout"],
                 **DURATION_RANGES["rendezvous_timeout"],
@@ -317,7 +317,9 @@ def _run_on_pool(request: Any, options: dict[str, Any], sink: Any) -> Any:
         ssh_config=request.ssh_config,
         check_timeout=request.check_timeout,
     )
-    wait_s = bounded("--lease-wait", options["lease_wait"], **DURATION_RANGES["lease_wait"])
+    wait_s = bounded_duration(
+        "--lease-wait", options["lease_wait"], **DURATION_RANGES["lease_wait"]
+    )
     leased = manager.lease(pool, wait_s, None)
     request = replace(request, box_name=leased["box"], check=False)
     try:

@@ -249,6 +249,24 @@ def test_a_zero_duration_is_said_to_be_zero(home, capsys):
     refused(capsys, "stop", "exp1", "--timeout", "0s", words=("--timeout", "'0s' is zero"))
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ("wait", "exp1", "--timeout", "61d"),
+            "--timeout must be a duration from 1s to 60d, not 61d",
+        ),
+        (("stop", "exp1", "--timeout", "2d"), "--timeout must be a duration from 1s to 1d, not 2d"),
+        (("watch", "--local", "--interval", "0.05s"), "from 0.1s to 1d, not 0.05s"),
+        (("check", "--local", "--timeout", "25h"), "from 1s to 1d, not 25h"),
+    ],
+)
+def test_a_duration_out_of_range_is_said_in_durations(home, capsys, argv, said):
+    # It was "--timeout must be a number from 1 to 5.184e+06, not 5270400.0": seconds in
+    # scientific notation for an option the user wrote as "61d".
+    refused(capsys, *argv, words=(said,))
+
+
 class _SaysOnStderr:
     """A box whose scripts fail with `stderr` (the box writes every byte of it)."""
 
