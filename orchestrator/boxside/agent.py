@@ -21,6 +21,10 @@ This file is the command line; the modules beside it do the work:
     box_s3.py            the standard-library S3 client (SigV4, instance-role credentials)
     agent_log.py         the agent's log lines
 
+`watch` ends with its final upload on SIGTERM or SIGINT, or, with --pid, when PID exits or on
+SIGUSR1; with --pid a SIGTERM (a stop of the job's whole process group) only says the job is
+ending: what it writes on its way out is still uploaded once it has exited.
+
 Exit status: 0 done (also "no checkpoint"), 1 a storage error or a refused checkpoint,
 2 bad usage or no S3 client at all.
 
@@ -42,7 +46,7 @@ try:  # on the box: its siblings lie next to this file (the script's folder is o
     from checkpoint_store import BadCheckpoint, FileChanging, Layout, restore, seq_name, upload
     from cloud_metadata import cloud_specs
     from store_clients import DEFAULT_CLOUD, NoClient, StoreError, open_store, parse_store
-    from watcher import Watcher, request_stop
+    from watcher import Watcher, job_stopping, request_stop
 except ImportError:  # imported as orchestrator.boxside.agent (orch's own tests)
     from orchestrator.boxside.agent_log import say, warn
     from orchestrator.boxside.checkpoint_store import (
@@ -61,7 +65,7 @@ except ImportError:  # imported as orchestrator.boxside.agent (orch's own tests)
         open_store,
         parse_store,
     )
-    from orchestrator.boxside.watcher import Watcher, request_stop
+    from orchestrator.boxside.watcher import Watcher, job_stopping, request_stop
 
 
 def cmd_restore(store, layout: Layout, args: argparse.Namespace) -> int:
@@ -129,8 +133,11 @@ COMMANDS = {"restore": cmd_restore, "upload": cmd_upload, "watch": cmd_watch}
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "watch":
-        signal.signal(signal.SIGTERM, request_stop)
+        # With --pid (the wrapper's), a TERM is the job's stop reaching its whole group: the
+        # final upload waits for the job's end, which the wrapper signals with SIGUSR1.
+        signal.signal(signal.SIGTERM, request_stop if args.pid is None else job_stopping)
         signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGUSR1, request_stop)
     try:
         bucket, prefix = parse_store(args.store)
     except ValueError as exc:

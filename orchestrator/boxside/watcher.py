@@ -44,13 +44,22 @@ TICK_S = 0.1
 # STATEDIR's file with the reclaim's stop deadline (digits only: remote.py's stop_script).
 DEADLINE_FILE = "reclaim_deadline"
 
-# Set by SIGTERM/SIGINT. `watch` takes these signals before it opens the store (boto3's import
-# alone takes a second): a stop that comes while it starts still ends in the final upload.
+# Set by SIGTERM/SIGINT, or with --pid by SIGUSR1 (the wrapper: the job has exited). `watch`
+# takes these signals before it opens the store (boto3's import alone takes a second): a stop
+# that comes while it starts still ends in the final upload.
 STOP_REQUESTED = [False]
+# Set by SIGTERM with --pid: the job is being stopped. A stop TERMs the job's whole process
+# group (its systemd unit: every process), this agent too; the job may still write its last
+# checkpoint on that TERM, so the final upload waits for the job's end (SIGUSR1 or PID gone).
+JOB_STOPPING = [False]
 
 
 def request_stop(signum: int, frame: object) -> None:
     STOP_REQUESTED[0] = True
+
+
+def job_stopping(signum: int, frame: object) -> None:
+    JOB_STOPPING[0] = True
 
 
 def write_text(path: str, text: str) -> None:
@@ -113,7 +122,11 @@ class Watcher:
         os.makedirs(self.state_dir, exist_ok=True)
         now = time.monotonic()
         next_upload, next_poll = now + self.interval, now
+        stopping_said = False
         while not self.finished():
+            if JOB_STOPPING[0] and not stopping_said:
+                say("the job is being stopped: the final upload follows its exit")
+                stopping_said = True
             now = time.monotonic()
             urgent = False
             if self.notice is None and now >= next_poll:

@@ -26,7 +26,9 @@ _orch_agent=""
 finish() {
   rm -f "$_orch_dir/env"
   if [ -n "$_orch_agent" ]; then
-    kill -TERM "$_orch_agent" 2>/dev/null
+    # USR1: the job has exited, upload once more and end. (A stop's TERM reached the agent with
+    # the group; it waits for this, so what the job wrote on that TERM goes up too.)
+    kill -USR1 "$_orch_agent" 2>/dev/null
     wait "$_orch_agent"
     # A trapped signal ends `wait` early (status > 128): wait for the agent's own status.
     _orch_agent_rc=$?

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import boxside
 from orchestrator.boxside import cloud_metadata
 from orchestrator.boxside.cloud_metadata import reclaim_epoch, stop_deadline
 from orchestrator.run import remote
+from orchestrator.run.spec import Store
 from tests.unit.test_run_remote import sh, spec_for, start
 
 # AWS's example (spot-instance-termination-notices.html), which ECS's best practices repeat.
@@ -159,3 +161,65 @@ def test_a_new_attempt_forgets_the_last_attempt_s_deadline(home, tmp_path):
     (run_dir / "reclaim_deadline").write_text(f"{int(time.time()) + 300}\n")
     assert sh(home, remote.prepare_script(spec, None)).returncode == 0
     assert not (run_dir / "reclaim_deadline").exists()
+
+
+# ------------------------------------------------------- the checkpoint written on the TERM
+
+# The job: on TERM it writes its last checkpoint (a moment's work), then exits.
+SAVES_ON_TERM = (
+    "trap 'sleep 1; echo last > \"$ORCH_CHECKPOINT_DIR/final.bin\"; exit 143' TERM; "
+    "echo ready; while :; do sleep 0.1; done"
+)
+
+
+def agent_of(run_dir: Path) -> int | None:
+    """The pid of the run's checkpoint agent (`agent.py watch`), once it runs."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(run_dir / "agent.py").encode() in argv and b"watch" in argv:
+            return int(proc.name)
+    return None
+
+
+def test_what_the_job_writes_on_its_term_is_the_last_checkpoint(
+    home, tmp_path, moto_server_url, s3, bucket
+):
+    """Stopping the job TERMs its whole group, the agent too: the agent must still upload
+    after the job has exited, or the checkpoint the job writes on TERM never leaves the box."""
+    from tests.ports import refused_port
+    from tests.unit.test_checkpoint_agent import catches_sigterm
+
+    env = {
+        "AWS_ENDPOINT_URL": moto_server_url,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    with refused_port() as nobody:  # no metadata service: no notice
+        env["ORCH_AGENT_METADATA_URL"] = f"http://127.0.0.1:{nobody}"
+        store = Store(bucket, "runs")
+        spec = spec_for(tmp_path, "bash", "-c", SAVES_ON_TERM, env=env, checkpoint_dir="ckpt",
+                        store=store)  # fmt: skip
+        assert sh(home, remote.prepare_script(spec, boxside.agent_source())).returncode == 0
+        launch = remote.LaunchEnv(1, "aws", store.for_run(spec.run_id), 600.0)
+        assert sh(home, remote.launch_script(spec, launch)).returncode == 0
+        run_dir = home / ".orch" / "runs" / spec.run_id
+        give_up = time.monotonic() + 30
+        while "ready" not in (run_dir / "output.log").read_text():
+            assert time.monotonic() < give_up, (run_dir / "output.log").read_text()
+            time.sleep(0.05)
+        agent = agent_of(run_dir)
+        while agent is None or not catches_sigterm(agent):  # it takes the TERM now
+            assert time.monotonic() < give_up, "the agent did not start"
+            time.sleep(0.05)
+            agent = agent if agent is not None else agent_of(run_dir)
+        stopped = sh(home, remote.stop_script(spec.run_id, grace_s=20))
+    assert remote.parse_exit_line(stopped.stdout) == (143, "cmd"), stopped
+    assert (run_dir / "agent.exit").read_text().strip() == "0"
+    prefix = f"runs/{spec.run_id}/checkpoints"
+    latest = s3.get_object(Bucket=bucket, Key=f"{prefix}/LATEST")["Body"].read().decode().strip()
+    final = s3.get_object(Bucket=bucket, Key=f"{prefix}/{latest}/final.bin")
+    assert final["Body"].read() == b"last\n"
