@@ -270,6 +270,21 @@ def subnet_id_refusal(subnet_id: str) -> UsageError | None:
     return refusals[0] if refusals else None
 
 
+def cloud_subnet_refusal(name: str, subnet_id: str) -> UsageError | None:
+    """Why the cloud registered as `name` refuses `subnet_id` (its check_subnet_id's error);
+    None when it takes the id, cannot tell before its launch, or no cloud has that name."""
+    if name not in names():
+        return None
+    cloud = get(name)
+    if not isinstance(cloud, ChecksSubnetIds):
+        return None
+    try:
+        cloud.check_subnet_id(subnet_id)
+    except UsageError as exc:
+        return exc
+    return None
+
+
 def resolve_image_of(cloud: Cloud, region: str, image: dict[str, Any]) -> Any:
     """The cloud's `resolve_image(region, image)` where it has one, else None: the plan's
     image is booted as it is."""

@@ -7,6 +7,8 @@
   each command's option defaults (click's default_map), so command-line flags override it.
 - command.py: the click command class of plan/up/run that finds the file (`-f FILE`, else
   ./orch.yaml) before the command line is parsed.
+- pairs.py: the rules joining two keys that a typed flag may give instead (one model source,
+  checkpoint.dir with its store, ...), judged once the command line is read.
 - source.py: which file and revision a plan came from (sha256, git commit).
 - example.py: the commented example `orch init` writes.
 

@@ -7,23 +7,25 @@ option's own type, range and checks, and a flag on the command line overrides th
 Keys that would contradict the command line's choice are left out: with `--plan` the file's
 model, job and resources; with `--box` or `--pool` also its box (and pool) settings; with any
 model source on the command line the file's model source; with the job's length in one form on
-the command line (--samples, or --epochs/--dataset-size) the file's other form.
+the command line (--samples, or --epochs/--dataset-size) the file's other form. What the
+file's values break together with the typed ones (a checkpoint folder without a store, ...) is
+refused there, naming the file's line (jobfile/pairs.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import click
 
 from orchestrator.jobfile import JOB_FILE
+from orchestrator.jobfile.pairs import MODEL_SOURCES, check_pairs
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 META = "orch.job_file"
-MODEL_SOURCES = ("model", "hf_config", "params_m")
 # The job's length, in one of two forms: --samples, or --epochs with --dataset-size.
 LENGTH_FORMS = (("samples",), ("epochs", "dataset_size"))
 
@@ -82,7 +84,7 @@ class JobFileCommand(click.Command):
         from orchestrator.jobfile.load import read_job_file
 
         job = read_job_file(str(path))
-        defaults, settings = command_defaults(job, self.name or "", self._params(), set(typed))
+        defaults, settings = command_defaults(job, self.name or "", self._params(), typed)
         return {"job": job, "defaults": defaults, "settings": settings}
 
     def _typed(
@@ -103,14 +105,17 @@ class JobFileCommand(click.Command):
 
 
 def command_defaults(
-    job: Any, command: str, params: set[str], typed: set[str]
+    job: Any, command: str, params: set[str], typed_values: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(default_map, other settings) for `command` from the job file, given the options
-    typed on the command line. Settings: the file's `max_price` filter on up/run (where
-    --max-price is not the filter) and `command` (run's argv)."""
+    typed on the command line (by parameter, as typed). Settings: the file's `max_price`
+    filter on up/run (where --max-price is not the filter) and `command` (run's argv).
+    UsageError at the file's line where its values break a rule alone (SSH reach) or with the
+    typed ones (jobfile/pairs.py)."""
     from orchestrator.jobfile.layout import BOX_SECTION, PLAN_SECTIONS
     from orchestrator.jobfile.load import option_value
 
+    typed = set(typed_values)
     dropped = _dropped_sections(job, command, typed, PLAN_SECTIONS, BOX_SECTION)
     replaced = _replaced_by_command_line(typed)
     defaults: dict[str, Any] = {}
@@ -131,6 +136,7 @@ def command_defaults(
     if command == "run" and "command" in job.data.get("run", {}):
         settings["command"] = job.command()
     check_ssh_reach(job, defaults, typed)
+    check_pairs(job, defaults, typed_values)
     return defaults, settings
 
 

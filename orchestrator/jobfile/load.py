@@ -5,10 +5,10 @@ Every error is one line that names the file, the line and the key:
 here by the schema, and by the options' own rules that a schema cannot say (a duration's range,
 reserved names, a model name, a box name, a CIDR, a bucket URL, a subnet id: jobfile/checks.py,
 which calls the flags' validators). SSH blocks wider than a /8 are judged once the command line
-is read (--allow-world-ssh may allow them: jobfile/command.py). What joins two keys that a flag
-may give instead (checkpoint.dir with its store, one model source) is checked by the code that
-checks the flags, as the file's values reach the commands as their options' defaults (click's
-default_map).
+is read (--allow-world-ssh may allow them: jobfile/command.py), and so is what joins two keys
+that a flag may give instead (checkpoint.dir with its store, one model source, a fallback with
+spot recovery, a subnet id with the cloud: jobfile/pairs.py). The file's values reach the
+commands as their options' defaults (click's default_map).
 """
 
 from __future__ import annotations
