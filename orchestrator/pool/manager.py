@@ -30,7 +30,7 @@ from orchestrator.pool import record as pool_record
 from orchestrator.pool.handle import NoBoxFree, Pool, open_pool
 from orchestrator.pool.members import provision, provision_entry
 from orchestrator.pool.ownership import Unverified
-from orchestrator.pool.store import Conflict, store_tag
+from orchestrator.pool.store import Conflict, NoRecord, store_tag
 from orchestrator.provision.boxes import Box
 from orchestrator.provision.display import box_summary
 
@@ -192,24 +192,39 @@ def _reset_or_destroy(pool: Pool, box_name: str) -> str:
     except Unverified:
         raise  # whose box it is cannot be told now: the entry stays, for a later reconcile
     except OrchError as exc:
-        pool.say(f"pool {pool.name}: box {box_name} failed its reset ({exc.one_line()}); "
-                 "destroying it")  # fmt: skip
-        members.mark_destroying(pool, box_name)
+        failed = f"pool {pool.name}: box {box_name} failed its reset ({exc.one_line()})"
+        if not _end_reset(pool, box_name, "destroying"):
+            pool.say(f"{failed}; it was claimed meanwhile, and its claimant destroys it")
+            return CLAIMED_MEANWHILE
+        pool.say(f"{failed}; destroying it")
         members.destroy(pool, box_name)
         return "destroyed"
+    return "ready" if _end_reset(pool, box_name, "ready") else CLAIMED_MEANWHILE
 
-    def ready(data: dict[str, Any]) -> bool:
-        """Ready again, unless someone claimed the box meanwhile (`pool delete` sets every
-        entry `destroying`): that claim stands, or a runner could lease a box being
-        destroyed."""
+
+CLAIMED_MEANWHILE = "not made ready: the pool is destroying it"
+
+
+def _end_reset(pool: Pool, box_name: str, state: str) -> bool:
+    """Move a box this holder resets to `state` (ready, or destroying by this holder), unless
+    someone claimed it meanwhile (`pool delete` sets every entry `destroying`, a reconcile
+    takes a reset silent for over an hour for dead): that claim stands, and its claimant
+    destroys the box, so a box being destroyed is never leased, nor destroyed twice. An entry
+    or record gone means the claimant has destroyed the box already."""
+
+    def end(data: dict[str, Any]) -> bool:
         entry = data["boxes"].get(box_name)
         if entry is None or entry.get("state") != "resetting" or entry.get("by") != pool.holder:
             return False
-        pool_record.set_state(entry, "ready")
-        entry["released_at"] = pool_record.iso(pool_record.now())
+        pool_record.set_state(entry, state, pool.holder if state == "destroying" else None)
+        if state == "ready":
+            entry["released_at"] = pool_record.iso(pool_record.now())
         return True
 
-    return "ready" if pool.change(ready)[1] else "not made ready: the pool is destroying it"
+    try:
+        return bool(pool.change(end)[1])
+    except NoRecord:  # `pool delete` destroyed every box it claimed, this one too
+        return False
 
 
 # ------------------------------------------------------------------------------ status

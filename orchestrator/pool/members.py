@@ -286,11 +286,3 @@ def claim_own_destroy(pool: Pool, box_name: str) -> bool:
         return True
 
     return bool(pool.change(mark)[1])
-
-
-def mark_destroying(pool: Pool, box_name: str) -> None:
-    def mark(data: dict[str, Any]) -> None:
-        if box_name in data["boxes"]:
-            pool_record.set_state(data["boxes"][box_name], "destroying", pool.holder)
-
-    pool.change(mark)

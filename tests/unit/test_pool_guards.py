@@ -690,3 +690,85 @@ def test_a_start_that_fails_leaves_the_box_to_a_reconcile_that_claimed_it(home, 
     assert members.destroy(reconciler, name)
     assert downs == [name] and not box_exists(name)
     assert home["store"].read(KEY).data["boxes"] == {}
+
+
+def test_a_reset_that_fails_leaves_the_box_to_a_delete_that_claimed_it(home, monkeypatch):
+    """`pool delete` claims a box (`destroying`, under its holder) while a release resets it,
+    and is destroying it when the reset fails (the box is going away under it). The box is
+    the claimant's: before, the release overwrote the claim (`by` its own) and destroyed the
+    box too, its `orch down` overlapping the claimant's, so one of them failed with
+    NoSuchBox."""
+    from orchestrator.errors import OrchError
+    from orchestrator.pool import manager, members, reset
+    from orchestrator.provision import teardown
+
+    name = "gpu-0a1a2a"
+    make_box(home, name, POOL_TAGS, POOL_TAGS)
+    home["store"].create(KEY, record(**{name: leased()}))
+    releaser = manager.open_pool("gpu", None, print)
+    deleter = manager.open_pool("gpu", None, print)
+    downs: list[str] = []  # every `orch down` of the box
+    claimant: list[bool] = []  # the claimant's destroy: begun
+    real_down = teardown.down
+
+    def claimant_destroys() -> None:  # what delete's `orch pool _destroy` child does
+        if not claimant:
+            claimant.append(True)
+            assert members.destroy(deleter, name)
+
+    def claimed_while_it_resets(box: Box, *_: Any) -> None:
+        def claim(data: dict[str, Any]) -> bool:  # as delete's claim_all does
+            return pool_record.claim_destroy(data["boxes"][name], deleter.holder)
+
+        assert deleter.change(claim)[1]
+        raise OrchError(f"resetting box {box.name}: ssh: connection closed by remote host")
+
+    def down(box_name: str, *args: Any, **kwargs: Any) -> Box:
+        downs.append(box_name)
+        claimant_destroys()  # another down has begun: the claimant's overlaps it
+        return real_down(box_name, *args, **kwargs)
+
+    monkeypatch.setattr(members, "transport", lambda pool, box: None)
+    monkeypatch.setattr(reset, "reset_box", claimed_while_it_resets)
+    monkeypatch.setattr(teardown, "down", down)
+    outcome = manager.release(releaser, name, LEASE_ID, dirty=False)
+    assert outcome == "not made ready: the pool is destroying it"
+    kept = home["store"].read(KEY).data["boxes"][name]
+    assert (kept["state"], kept["by"]) == ("destroying", deleter.holder)  # the claim stands
+    claimant_destroys()
+    assert downs == [name] and not box_exists(name)
+    assert home["store"].read(KEY).data["boxes"] == {}
+
+
+@pytest.mark.parametrize("reset_ok", [True, False])
+def test_a_reset_that_ends_after_pool_delete_is_not_an_error(home, monkeypatch, reset_ok):
+    """`pool delete` claims a box while a release resets it, destroys it and deletes the
+    record before the reset ends. The release says the pool destroyed the box: before, it
+    failed with `no pool named 'gpu'` (exit 2) whether the reset passed or failed."""
+    from orchestrator.errors import OrchError
+    from orchestrator.plan import Plan
+    from orchestrator.pool import manager, members, reset
+    from orchestrator.provision import teardown
+
+    name = "gpu-0b1b2b"
+    make_box(home, name, POOL_TAGS, POOL_TAGS)
+    data = record(**{name: leased()})
+    data["plan"] = Plan(job={}, estimate={}, choice=candidate(), alternatives=[],
+                        created_at="2026-12-04T09:00:00Z").to_dict()  # fmt: skip
+    home["store"].create(KEY, data)
+    releaser = manager.open_pool("gpu", None, print)
+    downs: list[str] = []  # `orch down` in this process (delete's run in its children)
+
+    def deleted_while_it_resets(box: Box, *_: Any) -> None:
+        result = manager.delete(manager.open_pool("gpu", None, print), force=False)
+        assert result["destroyed"] == [name]
+        if not reset_ok:
+            raise OrchError(f"resetting box {box.name}: ssh: connection closed by remote host")
+
+    monkeypatch.setattr(members, "transport", lambda pool, box: None)
+    monkeypatch.setattr(reset, "reset_box", deleted_while_it_resets)
+    monkeypatch.setattr(teardown, "down", lambda box_name, *_: downs.append(box_name))
+    monkeypatch.setattr(manager, "_delete_tagged_pool_resources", lambda *_: [])
+    outcome = manager.release(releaser, name, LEASE_ID, dirty=False)
+    assert outcome == "not made ready: the pool is destroying it"
+    assert downs == [] and not box_exists(name) and home["store"].read(KEY) is None
