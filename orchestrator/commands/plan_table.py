@@ -4,7 +4,6 @@ job cost always stay), and the line of what the figures assume (set-up time, pri
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from orchestrator.plan import Candidate
@@ -136,4 +135,6 @@ def wrap(text: str, width: int | None) -> str:
     """A long line wrapped to `width` (indented continuation), unchanged without a width."""
     if width is None or len(text) <= width:
         return text
+    import textwrap  # only for a line too long: a plan written to a pipe or file never wraps
+
     return "\n".join(textwrap.wrap(text, width=max(width, 20), subsequent_indent="  "))

@@ -22,10 +22,14 @@ Stated assumptions (not measurements; see docs/multi-node.md):
 
 from __future__ import annotations
 
-from orchestrator.catalog.network import NodeNetwork
+from typing import TYPE_CHECKING
+
 from orchestrator.errors import UsageError
 from orchestrator.plan import MAX_NODES
 from orchestrator.sizing.throughput import collective_bytes
+
+if TYPE_CHECKING:  # a plan of one node never reads the network catalog (start-up)
+    from orchestrator.catalog.network import NodeNetwork
 
 AUTO_NODES = (1, 2, 4, 8)  # what --nodes auto considers
 SCALING_NODES = (1, 2, 4, 8)  # the winner's type at these node counts (JSON `scaling`)

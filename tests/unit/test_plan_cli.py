@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -51,6 +52,39 @@ def test_plan_does_not_import_cloud_sdks_or_terraform() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in result.stdout, result.stdout[-500:]
+
+
+# What a one-node plan written to a pipe never needs once its caches are warm (start-up,
+# benchmarks/startup.py): the network catalog (multi-node plans only), textwrap (a line too
+# long for a terminal), the TOML parser (the parse cache, catalog/toml_cache.py), and the
+# modules docs/architecture.md keeps off the plan path: online values, the measurements behind
+# the calibration (cached too), the CNN and decoder-part families, Aliyun's image lookup.
+NOT_ON_THE_PLAN_PATH = (
+    "orchestrator.catalog.network",
+    "textwrap",
+    "tomllib",
+    "orchestrator.clouds.values",
+    "orchestrator.catalog.measurements",
+    "orchestrator.sizing.architectures.cnn",
+    "orchestrator.sizing.architectures.decoder_parts",
+    "orchestrator.clouds.aliyun.image_lookup",
+)
+
+
+def test_a_one_node_plan_loads_nothing_it_does_not_need(tmp_path) -> None:
+    code = (
+        "import sys; from orchestrator.cli import main\n"
+        "try:\n    main(['plan', '--model', 'bert-large'])\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', sorted(m for m in {NOT_ON_THE_PLAN_PATH!r} if m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # no width: nothing wraps
+    env["XDG_CACHE_HOME"] = str(tmp_path)  # its own caches, filled by the first run
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        for _ in range(2)
+    ]
+    assert "LOADED [" in runs[0].stdout, runs[0].stderr[-500:]
+    assert "LOADED []" in runs[1].stdout, runs[1].stdout[-500:] + runs[1].stderr[-500:]
 
 
 @pytest.mark.parametrize(
