@@ -39,8 +39,12 @@ def parse_tags(values: tuple[str, ...]) -> dict[str, str]:
     return parse(values)
 
 
-def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
-    """The plan to create: read from --plan, or made now from the same options as `orch plan`."""
+def _plan_from_options(
+    plan_path: str | None, kwargs: dict[str, Any], subnet_id: str | None = None
+) -> Plan:
+    """The plan to create: read from --plan, or made now from the same options as `orch plan`
+    (with `subnet_id`, in the one cloud that takes it and in one region: provision/subnet.py;
+    build_request keeps a plan file's candidates in its choice's cloud and region)."""
     model_given = any(kwargs.get(k) for k in ("model", "hf_config", "params_m"))
     if plan_path:
         # --max-price stays allowed: with a plan it is the spot bid.
@@ -56,8 +60,17 @@ def _plan_from_options(plan_path: str | None, kwargs: dict[str, Any]) -> Plan:
     if kwargs.get("max_price") is None:  # the job file's price cap filters here too
         kwargs = {**kwargs, "max_price": file_setting("max_price")}
 
+    if subnet_id:
+        from orchestrator.provision.subnet import subnet_cloud
+
+        kwargs = {**kwargs, "cloud": subnet_cloud(kwargs.get("cloud") or "any", subnet_id)}
     job = job_from_options(**kwargs)
-    return plan_job(job, selection_from_options(job, explicit("gpus"), **kwargs))
+    plan = plan_job(job, selection_from_options(job, explicit("gpus"), **kwargs))
+    if subnet_id:
+        from orchestrator.provision.subnet import require_one_region
+
+        require_one_region(plan, kwargs.get("region"))
+    return plan
 
 
 @click.command("up", cls=JobFileCommand)
@@ -157,7 +170,7 @@ def up(
 
         ssh_config = resolve_ssh_config(ssh_config)  # --ssh-config, else $ORCH_SSH_CONFIG
     request = build_request(
-        lambda: _plan_from_options(plan_path, kwargs),
+        lambda: _plan_from_options(plan_path, kwargs, subnet_id),
         name=name,
         ttl=ttl,
         ssh_cidrs=ssh_cidrs,
@@ -168,6 +181,7 @@ def up(
         subnet_id=subnet_id,
         ssh_alias=ssh_alias,
         identity=box_identity(kwargs.get("instance_profile"), agent=via != "ssh"),
+        say=make_say(as_json),
     )
     request = ready_to_launch(request, yes, as_json)
     from orchestrator import ci_runner

@@ -256,7 +256,7 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
     if options["fallback_on_demand"] and not options["spot_recovery"]:
         raise UsageError("--fallback-on-demand goes with --spot-recovery N")
     up = build_request(
-        lambda: _plan_from_options(options["plan_path"], options),
+        lambda: _plan_from_options(options["plan_path"], options, options["subnet_id"]),
         name=options["name"] or spec.run_id,
         ttl=options["ttl"] if options["ttl"] is not None else DEFAULT_RUN_TTL,
         ssh_cidrs=options["ssh_cidrs"],
@@ -270,6 +270,7 @@ def _request(command: tuple[str, ...], options: dict[str, Any]):  # noqa: ANN202
             options["instance_profile"],
             stores=(spec.store.for_run(spec.run_id),) if spec.store else (),
         ),
+        say=make_say(False),
     )
     if options["detach"] and any(c.nodes > 1 for c in up.plan.candidates()):
         raise UsageError("--detach works on one box: a cluster run stays attached")

@@ -26,6 +26,7 @@ from orchestrator.plan_validate import validate_plan
 from orchestrator.provision import inputs, state_backend
 from orchestrator.provision.boxes import validate_box_name
 from orchestrator.provision.render import RenderRequest
+from orchestrator.provision.subnet import for_subnet
 
 SCHEMA = "orch.up/v1"
 MAX_NODES = 64
@@ -168,12 +169,14 @@ def build_request(
     identity: BoxIdentity | None = None,
     nodes: int = 1,
     extra_tags: Mapping[str, str] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> UpRequest:
     """Every check of a launch, in the order the command line reads: the name, lifetime, bid,
     SSH blocks, tags, owner ($ORCH_OWNER), state location; then the plan (a callable is read
-    only now: a plan file, or one made from the model options) and every candidate's module
-    values. `tags` are user tags (KEY=VALUE strings or a mapping); `extra_tags` the caller's
-    own (a pool's)."""
+    only now: a plan file, or one made from the model options), with a subnet id only the
+    candidates in its cloud and region (provision/subnet.py; `say` tells what was dropped),
+    and every candidate's module values. `tags` are user tags (KEY=VALUE strings or a
+    mapping); `extra_tags` the caller's own (a pool's)."""
     name = validate_box_name(name)
     lifetime = inputs.check_ttl(ttl)  # "" is an error; `--ttl none` is the explicit "no expiry"
     bid = inputs.check_bid(spot_bid)
@@ -189,6 +192,7 @@ def build_request(
     state = state_backend.parse_state_url(state_url) if state_url else None
     plan = plan() if callable(plan) else plan
     validate_plan(plan, spot_bid=bid)  # every plan value, before any cloud or network call
+    plan = for_subnet(plan, subnet_id, say)  # a subnet's one cloud and region
     request = UpRequest(
         name=name,
         plan=plan,

@@ -162,7 +162,8 @@ def test_values_the_flags_take_are_taken_from_the_file(here, capsys, monkeypatch
     seen: list[Any] = []
     monkeypatch.setattr(session, "Run", lambda request, *_: (seen.append(request), _tripwire()))
     monkeypatch.setattr(inputs, "discover_caller_cidr", lambda: CIDR)
-    (here / "orch.yaml").write_text(HEAD + GOOD)
+    # A subnet is in one region: the plan's too (test_up_subnet.py).
+    (here / "orch.yaml").write_text(HEAD + "resources:\n  region: us-east-1\n" + GOOD)
     with pytest.raises(Tripwire):
         run_cli(capsys, "run", "--yes", "--", "true")
     request = seen[0]

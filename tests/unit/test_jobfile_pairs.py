@@ -275,8 +275,8 @@ def test_a_subnet_id_with_a_cloud_that_takes_it_passes(here, capsys, monkeypatch
         ("resources:\n  cloud: aws\n", ()),
     ]:
         (here / "orch.yaml").write_text(HEAD + text)
-        with pytest.raises(Tripwire):
-            run_cli(capsys, "run", "--yes", *argv, "--", "true")
+        with pytest.raises(Tripwire):  # a subnet is in one region (test_up_subnet.py)
+            run_cli(capsys, "run", "--yes", "--region", "us-east-1", *argv, "--", "true")
     assert [r.up_options.subnet_id for r in seen] == [SUBNET] * 4 + [None]
     assert {r.up_options.plan.choice.cloud for r in seen} == {"aws"}
     (here / "orch.yaml").write_text(HEAD + "resources:\n  cloud: aliyun\n")
