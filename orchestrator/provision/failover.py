@@ -3,7 +3,8 @@ elsewhere), and the loop over a plan's candidates and their zones.
 
 Order: the candidate's zones that the cloud says can launch it now (zones a spot box was just
 reclaimed in last), then the plan's next candidate. A quota is the account's, whatever the
-zone: it moves straight to the next candidate. Any other failure ends the loop.
+zone: it moves straight to the next candidate. Any other failure ends the loop. In a subnet
+(`--subnet-id`) a candidate is tried once: the subnet fixes the zone.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class Attempts:
     fail: Callable[[str], None]
     attempts: list[dict[str, Any]]
     say: Say
+    in_subnet: bool = False  # --subnet-id: the subnet fixes the zone (provision/subnet.py)
 
 
 def launch_first(
@@ -122,7 +124,12 @@ def launch_first(
                 continue
             how.fail(exc.message)
             raise _no_capacity(how.name, tried) from None
-        if zones == [None] and candidate.nodes > 1:
+        if how.in_subnet:
+            # A subnet lies in one zone, and the module launches there whatever zone it is
+            # given (aws_gpu ignores zone_id with subnet_id): trying the stock's other zones
+            # would launch the same subnet again, and the zone the box got is its outputs'.
+            zones = [None]
+        elif zones == [None] and candidate.nodes > 1:
             # A cluster needs one zone for all its nodes (aws_gpu refuses node_count > 1
             # without one): with none known to offer the type, try the next candidate as a
             # box with no stock would, rather than fail in Terraform's validation.

@@ -105,6 +105,7 @@ def up(request: UpRequest, say: Say, progress: Say | None = None) -> Launched:
             fail=functools.partial(_fail, box, location),
             attempts=box.attempts,
             say=say,
+            in_subnet=bool(request.subnet_id),
         )
         candidate, zone = failover.launch_first(candidates, request.avoid_zones, how)
         if request.ssh_alias:

@@ -173,3 +173,80 @@ def test_a_named_cloud_that_refuses_the_id_is_refused_before_planning(home, caps
     assert launched == []
     no_box(capsys)
 
+
+# --- failover in a subnet ---------------------------------------------------------------
+
+
+def test_in_a_subnet_a_capacity_error_moves_to_the_next_candidate_not_zone(home, monkeypatch):
+    """The subnet fixes the zone (aws_gpu ignores zone_id with subnet_id): trying the stock's
+    other zones launched the same subnet again, a whole apply and destroy each."""
+    from orchestrator.provision import failover
+    from orchestrator.provision.request import build_request
+    from orchestrator.provision.terraform import TerraformError
+
+    zones = ["us-east-1a", "us-east-1b", "us-east-1c"]
+    monkeypatch.setattr(failover, "zones_with_stock_of", lambda *_args: zones)
+    monkeypatch.setattr(launch, "_with_current_image", lambda c, say: c)
+    cleared: list[str] = []
+    monkeypatch.setattr(launch, "destroy_or_fail", lambda box, *_: cleared.append(box.name))
+    tried: list[tuple[str, str | None]] = []
+
+    def attempt(box: Any, request: Any, location: Any, *_: Any) -> None:
+        tried.append((request.candidate.instance_type, request.zone))
+        box.candidate = request.candidate
+        if request.candidate.instance_type == "g5.xlarge":
+            raise TerraformError("apply failed", [{"summary": "InsufficientInstanceCapacity: no"}])
+        box.outputs = {"instance_id": "i-0abc", "availability_zone": "us-east-1c"}
+        box.state = "up"
+
+    monkeypatch.setattr(launch, "_attempt", attempt)
+    first = candidate("g5.xlarge", region="us-east-1")
+    second = candidate("g5.2xlarge", region="us-east-1")
+    for subnet, expected in [
+        (SUBNET, [("g5.xlarge", None), ("g5.2xlarge", None)]),
+        (None, [*(("g5.xlarge", z) for z in zones), ("g5.2xlarge", "us-east-1a")]),
+    ]:
+        tried.clear()
+        request = build_request(
+            _plan(first, second), name=f"s{len(cleared)}", ttl="1h", ssh_cidrs=[CIDR],
+            subnet_id=subnet,
+        )  # fmt: skip
+        done = launch.up(request, lambda _line: None)
+        assert tried == expected
+        assert done.candidate == second and done.zone == ("us-east-1c" if subnet else "us-east-1a")
+
+
+def _plan(*candidates: Candidate) -> Any:
+    from orchestrator.plan import Plan
+
+    return Plan(
+        job={"model": "bert-large"},
+        estimate={},
+        choice=candidates[0],
+        alternatives=list(candidates[1:]),
+        created_at="2026-12-02T19:00:00Z",
+    )
+
+
+def test_a_cluster_in_a_subnet_is_not_skipped_as_zone_less(monkeypatch):
+    """Stock unknown: a cluster outside a subnet has no one zone (next candidate); in a subnet
+    the subnet is its zone (aws_gpu: node_count > 1 needs zone_id or subnet_id)."""
+    from orchestrator.provision import failover
+
+    monkeypatch.setattr(failover, "zones_with_stock_of", lambda *_args: None)
+    cluster = candidate("p4d.24xlarge", region="us-east-1", nodes=2)
+    box = candidate("g5.xlarge", region="us-east-1")
+    for in_subnet, expected in [(True, "p4d.24xlarge"), (False, "g5.xlarge")]:
+        launched: list[str] = []
+        how = failover.Attempts(
+            name="c1",
+            prepare=lambda c: c,
+            launch=lambda c, _zone, seen=launched: seen.append(c.instance_type),
+            clear=lambda: None,
+            fail=lambda _message: None,
+            attempts=[],
+            say=lambda _line: None,
+            in_subnet=in_subnet,
+        )
+        chosen, zone = failover.launch_first([cluster, box], (), how)
+        assert (chosen.instance_type, zone, launched) == (expected, None, [expected])
