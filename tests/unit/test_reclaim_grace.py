@@ -5,6 +5,8 @@ on a real detached job, as tests/unit/test_run_remote.py does."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -88,7 +90,7 @@ def deaf_job(home: Path, tmp_path: Path, deadline: str | None) -> tuple[str, Pat
     """A started job that ignores TERM, its agent's reclaim_deadline set to `deadline`."""
     spec = spec_for(tmp_path, *DEAF)
     run_dir = start(home, spec)
-    give_up = time.monotonic() + 10
+    give_up = time.monotonic() + 120  # a bound on a hang: the loop ends once it is ready
     while "ready" not in (run_dir / "output.log").read_text():  # its trap is set
         assert time.monotonic() < give_up, "the job did not start"
         time.sleep(0.05)
@@ -97,18 +99,37 @@ def deaf_job(home: Path, tmp_path: Path, deadline: str | None) -> tuple[str, Pat
     return spec.run_id, run_dir
 
 
+# The box's clock, pinned for the stop: the grace it computes is then exact. With the real
+# clock, a deadline "3 s from now" taken before the job started left as little as 1 s for the
+# job's start and the stop script's `date`, which a loaded machine can take.
+BOX_NOW = 1_800_000_000
+
+
+def pin_box_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on the box's `date +%s` (the stop script's clock) answers BOX_NOW: a `date`
+    first on PATH, which passes any other use to the real one."""
+    bin_dir = tmp_path / "clock"
+    bin_dir.mkdir()
+    date = bin_dir / "date"
+    real = shutil.which("date")
+    date.write_text(f'#!/bin/sh\n[ "$*" = "+%s" ] && exec echo {BOX_NOW}\nexec {real} "$@"\n')
+    date.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
 def grace_line(output: str) -> int:
     (line,) = [line for line in output.splitlines() if line.startswith("grace ")]
     return int(line.split()[1])
 
 
-def test_a_reclaim_stop_waits_for_the_notice_s_deadline(home, tmp_path):
-    run_id, run_dir = deaf_job(home, tmp_path, f"{int(time.time()) + 3}\n")
+def test_a_reclaim_stop_waits_for_the_notice_s_deadline(home, tmp_path, monkeypatch):
+    run_id, run_dir = deaf_job(home, tmp_path, f"{BOX_NOW + 2}\n")
+    pin_box_clock(tmp_path, monkeypatch)
     began = time.monotonic()
     stopped = sh(home, remote.stop_script(run_id, grace_s=1, reclaim=True))
     took = time.monotonic() - began
     assert stopped.returncode == 0, stopped.stderr
-    assert grace_line(stopped.stdout) in (2, 3)  # the box's clock may tick between the two
+    assert grace_line(stopped.stdout) == 2
     assert remote.parse_exit_line(stopped.stdout) == (137, "killed")
     assert took >= 1.9  # not grace_s (1 s): the deadline's
 
@@ -149,7 +170,7 @@ def test_a_user_s_stop_keeps_the_short_grace_whatever_the_notice_says(home, tmp_
     run_id, _ = deaf_job(home, tmp_path, f"{int(time.time()) + 300}")
     began = time.monotonic()
     stopped = sh(home, remote.stop_script(run_id, grace_s=1))
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 60  # the notice's deadline would be 300 s
     assert "grace" not in stopped.stdout
     assert remote.parse_exit_line(stopped.stdout) == (137, "killed")
     assert remote.stop_timeout() == remote.STOP_GRACE_S + 15
