@@ -175,8 +175,8 @@ def test_lock_serialises_commands_on_one_box(home):
 
     thread = threading.Thread(target=first)
     thread.start()
-    holding.wait(5)
-    with box_lock("exp1", timeout=10):
+    assert holding.wait(120)  # the thread holds the lock: only then does this one ask for it
+    with box_lock("exp1", timeout=120):
         order.append("second in")
     thread.join()
     assert order == ["first in", "first out", "second in"]

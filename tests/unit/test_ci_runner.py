@@ -466,7 +466,7 @@ class BoxRoot:
         lines = self.log.read_text().splitlines() if self.log.exists() else []
         return [line for line in lines if line.startswith(prefix)]
 
-    def wait_for(self, prefix: str, timeout: float = 20.0) -> list[str]:
+    def wait_for(self, prefix: str, timeout: float = 120.0) -> list[str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.calls(prefix):

@@ -541,5 +541,5 @@ def test_proxy_serializes_writes_of_one_object(bucket: str, s3_proxy: CapacityPr
         assert writer.is_alive() and not done  # waits for the object's lock
         assert store.read("pools/a.json") == Versioned({"v": 1}, etag)  # reads do not
         store.create("pools/b.json", {})  # nor writes of other objects
-    writer.join(10)
+    writer.join(120)  # a bound on a hang: it ends once the write is done
     assert done and store.read("pools/a.json") == Versioned({}, done[0])
