@@ -183,8 +183,13 @@ class SshBox:
         self.proc = None
 
 
-def make_sshbox(root: Path, *, start: bool = True) -> SshBox:
-    """Prepare (and by default start) an sshd under `root` (a fresh temporary folder)."""
+def make_sshbox(root: Path, *, start: bool = True, port: int | None = None) -> SshBox:
+    """Prepare (and by default start) an sshd under `root` (a fresh temporary folder).
+
+    `port`: for a box that never starts, the port it names, held by the caller
+    (tests/ports.py's refused_port) so that nothing else can listen there meanwhile; a port
+    picked free and let go could be taken by another worker's server."""
+    assert port is None or not start, "a box that starts picks its own port"
     root.mkdir(parents=True, exist_ok=True)
     key = root / "id_ed25519"
     keygen(key)
@@ -198,7 +203,7 @@ def make_sshbox(root: Path, *, start: bool = True) -> SshBox:
 
     box = SshBox(root, 0, key, root / "ssh_config", bin_dir, state_dir, getpass.getuser())
     for attempt in range(1, PORT_ATTEMPTS + 1):
-        box.port = free_port()
+        box.port = free_port() if port is None else port
         box.ssh_config.write_text(f"Host {HOST_ALIAS}\n  HostName 127.0.0.1\n  Port {box.port}\n")
         if not start:
             break

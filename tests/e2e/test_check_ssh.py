@@ -20,6 +20,7 @@ import pytest
 
 from orchestrator.plan import Candidate
 from tests.e2e import sshbox
+from tests.ports import refused_port
 from tests.support import candidate, require
 
 pytestmark = pytest.mark.e2e
@@ -84,6 +85,12 @@ def save_box(server: sshbox.SshBox, name: str, candidate: Candidate, host: str |
     return box
 
 
+# --timeout of a check the box answers: a bound on a hang only, the check ends at the answer.
+# With 20 s, one slow SSH round trip on a loaded machine (8 s seen with 16 CPU burners on
+# 2 cores) was all that stood between a passing check and "no usable answer".
+ANSWERED = "90"
+
+
 def orch(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
@@ -113,7 +120,7 @@ def test_check_passes_when_box_matches_plan(server, orch_home, fixture, gpu, cou
     server.serve(fixture)
     save_box(server, "match", make_candidate(gpu, count, memory_gib))
     result = orch(
-        "check", "match", "--json", "--timeout", "20", "--ssh-config", str(server.ssh_config)
+        "check", "match", "--json", "--timeout", ANSWERED, "--ssh-config", str(server.ssh_config)
     )
     assert result.returncode == 0, result.stderr + result.stdout
     report = json.loads(result.stdout)
@@ -135,7 +142,7 @@ def test_check_pins_host_key_on_first_contact(server, orch_home):
     server.serve("t4")
     box = save_box(server, "pin", make_candidate("T4", 1, 16))
     assert not box.known_hosts_path.exists()
-    result = orch("check", "pin", "--timeout", "20", "--ssh-config", str(server.ssh_config))
+    result = orch("check", "pin", "--timeout", ANSWERED, "--ssh-config", str(server.ssh_config))
     assert result.returncode == 0, result.stderr
     pinned = box.known_hosts_path.read_text()
     host_key = (server.root / "ssh_host_ed25519_key.pub").read_text().split()[1]
@@ -147,13 +154,13 @@ def test_check_honours_orch_ssh_config_env(server, orch_home, monkeypatch):
     server.serve("a10g")
     save_box(server, "envcfg", make_candidate("A10G", 1, 24))
     monkeypatch.setenv("ORCH_SSH_CONFIG", str(server.ssh_config))
-    assert orch("check", "envcfg", "--timeout", "20").returncode == 0
+    assert orch("check", "envcfg", "--timeout", ANSWERED).returncode == 0
 
 
 # -------------------------------------------------------------------------- mismatch cases
 
 
-def check_json(server, name, candidate, timeout="20"):
+def check_json(server, name, candidate, timeout=ANSWERED):
     save_box(server, name, candidate)
     result = orch(
         "check", name, "--json", "--timeout", timeout, "--ssh-config", str(server.ssh_config)
@@ -213,11 +220,12 @@ def test_driver_that_cannot_talk_to_the_gpu_fails(server, orch_home):
 
 def test_box_that_never_answers_times_out(tmp_path, orch_home):
     require(sshbox.prerequisites() is None, sshbox.prerequisites() or "")
-    closed = sshbox.make_sshbox(tmp_path / "never", start=False)  # nothing listens
-    save_box(closed, "never", make_candidate("T4", 1, 16))
-    started = time.monotonic()
-    result = orch("check", "never", "--timeout", "3", "--ssh-config", str(closed.ssh_config))
-    elapsed = time.monotonic() - started
+    with refused_port() as port:  # nothing listens, nor can anything else meanwhile
+        closed = sshbox.make_sshbox(tmp_path / "never", start=False, port=port)
+        save_box(closed, "never", make_candidate("T4", 1, 16))
+        started = time.monotonic()
+        result = orch("check", "never", "--timeout", "3", "--ssh-config", str(closed.ssh_config))
+        elapsed = time.monotonic() - started
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("orch: error: no usable answer")
     assert len(result.stderr.strip().splitlines()) == 1
@@ -250,7 +258,7 @@ def test_changed_host_key_is_refused(tmp_path, orch_home):
         box_server.serve("t4")
         save_box(box_server, "rekey", make_candidate("T4", 1, 16))
         config = str(box_server.ssh_config)
-        assert orch("check", "rekey", "--timeout", "20", "--ssh-config", config).returncode == 0
+        assert orch("check", "rekey", "--timeout", ANSWERED, "--ssh-config", config).returncode == 0
         box_server.stop()
         box_server.start(new_host_key=True)  # same address, different host key
         started = time.monotonic()
