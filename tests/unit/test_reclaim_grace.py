@@ -228,7 +228,7 @@ def test_what_the_job_writes_on_its_term_is_the_last_checkpoint(
         launch = remote.LaunchEnv(1, "aws", store.for_run(spec.run_id), 600.0)
         assert sh(home, remote.launch_script(spec, launch)).returncode == 0
         run_dir = home / ".orch" / "runs" / spec.run_id
-        give_up = time.monotonic() + 30
+        give_up = time.monotonic() + 120  # a bound on a hang: each loop ends on its event
         while "ready" not in (run_dir / "output.log").read_text():
             assert time.monotonic() < give_up, (run_dir / "output.log").read_text()
             time.sleep(0.05)
