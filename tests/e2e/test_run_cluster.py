@@ -300,7 +300,7 @@ def test_orch_stop_stops_a_run_whose_orch_died_on_every_node(cluster: Cluster):
     out = Lines(proc.stderr)
     out.wait_for("step 2", timeout=300)
     proc.kill()  # orch SIGKILLed: nothing of it stops the job, which runs on on all three nodes
-    proc.wait(timeout=30)
+    proc.wait(timeout=120)
     pids = [int((cluster.run_dir(i) / "pid").read_text()) for i in range(3)]
     assert all(alive(pid) for pid in pids)
     stopped = run_orch(["stop", BOX], cluster.env)
@@ -308,7 +308,7 @@ def test_orch_stop_stops_a_run_whose_orch_died_on_every_node(cluster: Cluster):
     for node in range(3):
         assert f"on node {node} of box trio stopped (exit " in stopped.stderr
         assert (cluster.run_dir(node) / "exit").exists()  # written by the wrapper as it ends
-        wait_until(lambda n=node: not alive(pids[n]), f"node {node}'s wrapper to end", timeout=30)
+        wait_until(lambda n=node: not alive(pids[n]), f"node {node}'s wrapper to end", timeout=120)
 
 
 def test_losing_a_node_mid_run_stops_the_job_on_every_node(cluster: Cluster):
@@ -334,7 +334,7 @@ def test_losing_a_node_mid_run_stops_the_job_on_every_node(cluster: Cluster):
     assert report["losses_by_node"] == {"1": 1}
     # The others were stopped by orch (their wrappers wrote a status), their logs fetched.
     for node in (0, 2):
-        wait_until(lambda n=node: not alive(pids[n]), f"node {node}'s job to end", timeout=30)
+        wait_until(lambda n=node: not alive(pids[n]), f"node {node}'s job to end", timeout=120)
         assert (cluster.run_dir(node) / "exit").exists()
     assert sorted(Path(p).name for p in report["node_logs"]) == ["node-0.log", "node-2.log"]
 
