@@ -10,15 +10,24 @@ and with a spot notice whose reclaim time is usable, reclaim_deadline: the Unix 
 the job must have stopped (cloud_metadata.stop_deadline), which orch's stop on a reclaim reads
 (orchestrator/run/remote.py's stop_script).
 
+With --pid (the wrapper's job) and such a deadline, the agent also stops the job itself, as
+orch's stop on a reclaim would (`JobStop`): orch may never see the notice in time (EC2 shows
+the reclaim only once the instance is shutting down), and the box's shutdown would kill the
+job, and this agent, without the final upload. STATEDIR/reclaim_stop then says so.
+
 Shipped with agent.py (orchestrator/boxside/): standard library only, Python 3.8.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import signal
 import tempfile
+import threading
 import time
 
 try:  # on the box: its siblings lie next to this file (the script's folder is on sys.path)
@@ -43,6 +52,13 @@ FINAL_TRIES = 3
 TICK_S = 0.1
 # STATEDIR's file with the reclaim's stop deadline (digits only: remote.py's stop_script).
 DEADLINE_FILE = "reclaim_deadline"
+# STATEDIR's file written when the agent stops the job on a spot notice, before its TERM: the
+# Unix second of its KILL (digits only). orch's stop_script sends no second TERM when it is
+# there (the job's TERM handler may be running) and, on a reclaim, waits for the job's end and
+# the final upload; status_script reports it, and orch ends the attempt as reclaimed.
+STOPPED_FILE = "reclaim_stop"
+# The systemd unit's name the launch wrote to STATEDIR/unit (remote.py: orch-RUN_ID).
+UNIT_NAME = re.compile(r"orch-[A-Za-z0-9._-]{1,200}")
 
 # Set by SIGTERM/SIGINT, or with --pid by SIGUSR1 (the wrapper: the job has exited). `watch`
 # takes these signals before it opens the store (boto3's import alone takes a second): a stop
@@ -93,6 +109,117 @@ def process_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return state != "Z"
+
+
+def process_table() -> dict[int, tuple[int, int]]:
+    """Every process's (parent pid, process group), from /proc/PID/stat (proc(5))."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as source:
+                fields = source.read().rsplit(")", 1)[1].split()
+            table[int(name)] = (int(fields[1]), int(fields[2]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def group_members(pgid: int) -> set[int]:
+    """The processes of process group `pgid`."""
+    return {pid for pid, (_, group) in process_table().items() if group == pgid}
+
+
+def this_agent() -> set[int]:
+    """This agent and its descendants (an `aws` CLI upload: ORCH_AGENT_S3_CLIENT=cli)."""
+    table, found = process_table(), {os.getpid()}
+    grown = True
+    while grown:
+        more = {pid for pid, (parent, _) in table.items() if parent in found} - found
+        found |= more
+        grown = bool(more)
+    return found
+
+
+def unit_members(unit: str | None) -> set[int]:
+    """The processes of systemd unit UNIT.service when this agent runs in it: its own cgroup's
+    cgroup.procs (cgroup v2, /proc/self/cgroup's "0::PATH" line; a unit's processes are its
+    cgroup's, systemd.resource-control(5)). None elsewhere (a login session's scope holds more
+    than the job)."""
+    if unit is None:
+        return set()
+    try:
+        with open("/proc/self/cgroup") as source:
+            lines = source.read().splitlines()
+        for line in lines:
+            hierarchy, _, path = line.partition("::")
+            if hierarchy == "0" and path.rsplit("/", 1)[-1] == f"{unit}.service":
+                with open(f"/sys/fs/cgroup{path}/cgroup.procs") as procs:
+                    return {int(pid) for pid in procs.read().split() if pid.isdigit()}
+    except OSError:
+        pass
+    return set()
+
+
+class JobStop:
+    """The agent's own stop of the job on a spot notice, the one orch's stop_script makes on a
+    reclaim: TERM to the job (the wrapper's process group, and its systemd unit's processes),
+    then KILL at the deadline to what of it still runs, except the wrapper (it writes the
+    job's exit status) and this agent (its final upload follows the job's end)."""
+
+    def __init__(self, state_dir: str, wrapper: int) -> None:
+        self.state_dir, self.wrapper = state_dir, wrapper
+        self.unit = self.read_unit()
+
+    def read_unit(self) -> str | None:
+        try:
+            with open(os.path.join(self.state_dir, "unit")) as source:
+                name = source.read(256).strip()
+        except OSError:
+            return None
+        return name if UNIT_NAME.fullmatch(name) else None
+
+    def start(self, kill_at: int) -> bool:
+        """TERM the job now, KILL it at `kill_at` (Unix seconds); False if it cannot."""
+        marker = os.path.join(self.state_dir, STOPPED_FILE)
+        try:
+            pgid = os.getpgid(self.wrapper)
+            if pgid != self.wrapper:
+                # The wrapper leads its group in both launches (setsid; systemd.exec(5)
+                # SameProcessGroup= defaults to false). Another --pid's group is not the job's.
+                raise OSError(f"process {self.wrapper} leads no process group of its own")
+            # Before the TERM: a stop of orch's that comes meanwhile sends none of its own.
+            write_text(marker, f"{kill_at}\n")
+        except OSError as exc:
+            warn(f"cannot stop the job for the reclaim: {exc}")
+            return False
+        try:
+            os.killpg(pgid, signal.SIGTERM)  # this agent too: JOB_STOPPING, it waits
+        except OSError as exc:
+            warn(f"cannot stop the job for the reclaim: {exc}")
+            with contextlib.suppress(OSError):
+                os.remove(marker)
+            return False
+        for pid in unit_members(self.unit) - group_members(pgid) - {os.getpid()}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        later = threading.Thread(target=self.kill_later, args=(kill_at, pgid), daemon=True)
+        later.start()
+        return True
+
+    def kill_later(self, kill_at: int, pgid: int) -> None:
+        """At `kill_at`, unless the job has exited (the wrapper's SIGUSR1): KILL what is left."""
+        while not STOP_REQUESTED[0] and time.time() < kill_at:
+            time.sleep(max(0.0, min(TICK_S, kill_at - time.time())))
+        if STOP_REQUESTED[0]:
+            return
+        spared = this_agent() | {self.wrapper}
+        left = (group_members(pgid) | unit_members(self.unit)) - spared
+        for pid in sorted(left):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        say(f"the job still ran at the reclaim deadline: killed {len(left)} process(es)")
 
 
 class Watcher:
@@ -175,7 +302,24 @@ class Watcher:
             self.write_deadline(deadline)
         when = notice["time"] or "an unknown time"
         say(f"spot interruption notice ({self.cloud}: {notice['action']} at {when}); uploading now")
+        if deadline is not None and self.pid is not None and not STOP_REQUESTED[0]:
+            if JOB_STOPPING[0]:  # orch's stop came first (its TERM reached this agent too)
+                say("the job is already being stopped: no TERM of the agent's own")
+            else:
+                self.stop_for_reclaim(self.pid, deadline)
         return True
+
+    def stop_for_reclaim(self, wrapper: int, deadline: int) -> None:
+        """Stop the job now, KILL at `deadline` (JobStop). orch's own stop may come too late or
+        never: EC2 shows the reclaim only once the instance is shutting down, two minutes after
+        its notice (spot/instance-action's "time"),
+        https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+        ; ECS about five (instance/spot/termination-time),
+        https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances
+        . The shutdown would kill the job and this agent without the final upload."""
+        if JobStop(self.state_dir, wrapper).start(deadline):
+            at = time.strftime("%H:%M:%SZ", time.gmtime(deadline))
+            say(f"stopping the job for the reclaim: TERM now, KILL at {at} if it still runs")
 
     def write_deadline(self, deadline: int) -> None:
         """STATEDIR/reclaim_deadline, atomically: one line of digits."""

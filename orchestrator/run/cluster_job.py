@@ -211,6 +211,8 @@ class ClusterJob:
         status = remote.parse_status(result.stdout)
         if not status.found:
             return NodeLost(job.index, "the run is not on it any more (was it replaced?)")
+        if status.done and status.reclaim_stopped:
+            return NodeLost(job.index, recovery.NOTICE_STOPPED_WHY, recovery.NOTICE_STOPPED)
         if status.done:
             job.exit_code, job.step = status.exit_code, status.step
             return "failed" if status.exit_code else "done"

@@ -33,6 +33,11 @@ from orchestrator.plan import Candidate, Plan
 
 UNREACHABLE = "unreachable"  # a node's state when SSH, not its cloud, says it is gone
 ON_DEMAND = "on-demand"
+# A box (a cluster's rank 0) whose checkpoint agent saw a spot interruption notice and stopped
+# the job itself (boxside/watcher.py's JobStop; status `reclaim=1`): the instance still runs,
+# but the spot service is taking it back.
+NOTICE_STOPPED = InstanceState("running", "spot interruption notice", spot_reclaimed=True)
+NOTICE_STOPPED_WHY = "a spot interruption notice came; the box stopped the job for the reclaim"
 
 
 def gone(state: InstanceState | None) -> bool:

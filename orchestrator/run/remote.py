@@ -14,6 +14,8 @@ On the box a run lives in ~/.orch/runs/RUN_ID/ (mode 0700):
     metadata.json  each cloud's instance metadata service, for the agent (boxside.agent_files)
     interruption.json, reclaim_deadline  the spot notice the agent saw, and the Unix second by
                 which the job must have stopped (stop_script's grace on a reclaim)
+    reclaim_stop  the agent stopped the job itself on that notice: the Unix second of its KILL
+                (boxside/watcher.py's JobStop); status_script says `reclaim=1`
     pid         the wrapper's pid (its process group in the setsid launch)
     unit        the systemd unit name, in the systemd launch
     output.log  setup's and the command's stdout and stderr, appended (an earlier attempt's on
@@ -44,6 +46,7 @@ import shlex
 from dataclasses import dataclass
 
 from orchestrator.boxside import agent_files
+from orchestrator.boxside.cloud_metadata import UPLOAD_MARGIN_S
 from orchestrator.boxside.wrapper import JOB_SH
 from orchestrator.run.spec import RunSpec, validate_run_id
 
@@ -86,7 +89,7 @@ def prepare_script(spec: RunSpec, agent_source: str | None) -> str:
         f'mkdir -p "$HOME/{RUNS_DIR}" {rd} "$HOME/{work_dir(spec)}"',
         f'chmod 700 "$HOME/.orch" "$HOME/{RUNS_DIR}" {rd}',
         f"rm -f {rd}/exit {rd}/pid {rd}/unit {rd}/env {rd}/interruption.json {rd}/rebalance.json"
-        f" {rd}/agent.json {rd}/agent.exit {rd}/reclaim_deadline",
+        f" {rd}/agent.json {rd}/agent.exit {rd}/reclaim_deadline {rd}/reclaim_stop",
         # A new attempt on a node that stayed (a cluster whose lost node alone was replaced):
         # its stream starts at byte 0, so the last attempt's output moves aside, not replayed.
         f"if [ -e {rd}/output.log ]; then mv -f {rd}/output.log {rd}/output.log.1; fi",
@@ -127,6 +130,15 @@ class LaunchEnv:
     upload: bool = True  # False: restore checkpoints, never upload (a cluster's other nodes)
 
 
+# Ordered after the network: at shutdown a unit stops before the units it was ordered after
+# ("the inverse of the start-up order is applied", systemd.unit(5) Before=/After=), so the job
+# and the agent's final upload end while the network is up: "any unit that has
+# After=network.target can be sure that it is stopped before the network is shut down"
+# (https://systemd.io/NETWORK_ONLINE/, systemd.special(7)). No Wants=network-online.target: it
+# would pull systemd-networkd-wait-online into the job's start (and hold it up to 2 minutes).
+SHUTDOWN_ORDER = "After=network.target network-online.target"
+
+
 def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
     """Start job.sh detached; print `started PID MODE` once it runs."""
     rd = run_dir(spec.run_id)
@@ -163,6 +175,7 @@ def launch_script(spec: RunSpec, launch: LaunchEnv) -> str:
             '    --uid="$(id -u)" --gid="$(id -g)" --working-directory=' + wd + " \\",
             f"    --property=StandardOutput=append:{rd}/output.log \\",
             f"    --property=StandardError=append:{rd}/output.log \\",
+            f"    {shlex.quote('--property=' + SHUTDOWN_ORDER)} \\",
             f"    {setenv} /bin/bash {rd}/job.sh {rd}",
             f"  echo {unit} > {rd}/unit",
             "  mode=systemd",
@@ -193,7 +206,8 @@ def follow_script(run_id: str, offset: int) -> str:
 
 
 def status_script(run_id: str) -> str:
-    """One line: `pid=N alive=0|1 exit=STATUS STEP|- size=BYTES`."""
+    """One line: `pid=N alive=0|1 exit=STATUS STEP|- size=BYTES free=KIB|- reclaim=0|1`
+    (reclaim=1: the agent stopped the job on a spot notice)."""
     rd = run_dir(run_id)
     return "\n".join(
         [
@@ -203,7 +217,9 @@ def status_script(run_id: str) -> str:
             f"exit_line=$(cat {rd}/exit 2>/dev/null || echo -)",
             f"size=$(wc -c < {rd}/output.log 2>/dev/null || echo 0)",
             f"free=$(df -Pk {rd} 2>/dev/null | awk 'NR==2 {{print $4}}')",
-            'echo "pid=$pid alive=$alive exit=$exit_line size=$size free=${free:--}"',
+            f"reclaim=0; if [ -e {rd}/reclaim_stop ]; then reclaim=1; fi",
+            'echo "pid=$pid alive=$alive exit=$exit_line size=$size free=${free:--}'
+            ' reclaim=$reclaim"',
         ]
     )
 
@@ -213,13 +229,26 @@ def stop_timeout(reclaim: bool = False) -> float:
     return (RECLAIM_GRACE_MAX_S if reclaim else STOP_GRACE_S) + 15
 
 
+def _stopped_by_agent(rd: str) -> list[str]:
+    """Shell: `stopped` = the Unix second of the KILL the agent set when it stopped the job on
+    a spot notice itself (reclaim_stop, digits only), else empty."""
+    return [
+        f"stopped=$(head -c 32 {rd}/reclaim_stop 2>/dev/null || true)",
+        "case \"$stopped\" in ''|*[!0-9]*) stopped= ;; esac",
+        'if [ "${#stopped}" -gt 12 ]; then stopped=; fi',
+    ]
+
+
 def _reclaim_grace(rd: str) -> list[str]:
     """Shell: `grace` = the agent's reclaim deadline less the box's clock, both digits only
-    (else `grace` stays), within [$grace, RECLAIM_GRACE_MAX_S]; printed as `grace N`."""
+    (else `grace` stays), within [$grace, RECLAIM_GRACE_MAX_S]; printed as `grace N`. When the
+    agent stopped the job itself (`stopped`), its KILL and the final upload's margin after it:
+    this stop only waits for the job's end."""
     return [
         f"by=$(head -c 32 {rd}/reclaim_deadline 2>/dev/null || true)",
         "now=$(date +%s 2>/dev/null || true)",
         "case \"$by\" in ''|*[!0-9]*) by= ;; esac",
+        f'if [ -n "$stopped" ]; then by=$((10#$stopped + {UPLOAD_MARGIN_S})); fi',
         "case \"$now\" in ''|*[!0-9]*) by= ;; esac",
         'if [ -n "$by" ] && [ "${#by}" -le 12 ] && [ "${#now}" -le 12 ]; then',
         "  left=$((10#$by - 10#$now))",
@@ -235,7 +264,8 @@ def stop_script(run_id: str, grace_s: int = STOP_GRACE_S, *, reclaim: bool = Fal
 
     `reclaim`: the spot service is taking the box back; the job gets the time the notice
     leaves it (`_reclaim_grace`), `grace_s` at least. A user's stop (orch stop, Ctrl-C, a CI
-    cancellation) keeps `grace_s`."""
+    cancellation) keeps `grace_s`. A job the agent already stopped on the spot notice
+    (reclaim_stop) gets no second TERM: its handler may be running."""
     rd = run_dir(run_id)
     return "\n".join(
         [
@@ -243,8 +273,10 @@ def stop_script(run_id: str, grace_s: int = STOP_GRACE_S, *, reclaim: bool = Fal
             f"pid=$(cat {rd}/pid)",
             f"unit=$(cat {rd}/unit 2>/dev/null || true)",
             f"grace={int(grace_s)}",
+            *_stopped_by_agent(rd),
             *(_reclaim_grace(rd) if reclaim else []),
-            'if [ -n "$unit" ]; then sudo -n systemctl kill --signal=TERM "$unit" 2>/dev/null;',
+            'if [ -n "$stopped" ]; then :;',
+            'elif [ -n "$unit" ]; then sudo -n systemctl kill --signal=TERM "$unit" 2>/dev/null;',
             'else kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null; fi',
             "i=0",
             f'while [ ! -s {rd}/exit ] && [ "$i" -lt $((grace * 10)) ]; do',
@@ -269,6 +301,7 @@ class JobStatus:
     step: str = ""
     size: int = 0
     free_kib: int | None = None  # free space on the run folder's disk
+    reclaim_stopped: bool = False  # the box's agent stopped the job on a spot notice
 
     @property
     def disk_full(self) -> bool:
@@ -281,7 +314,7 @@ class JobStatus:
 
 _STATUS = re.compile(
     r"pid=(?P<pid>\d+) alive=(?P<alive>[01]) exit=(?:-|(?P<code>\d{1,3}) (?P<step>[a-z]+))"
-    r" size=\s*(?P<size>\d+)(?: free=(?:-|(?P<free>\d+)))?"
+    r" size=\s*(?P<size>\d+)(?: free=(?:-|(?P<free>\d+)))?(?: reclaim=(?P<reclaim>[01]))?"
 )
 
 
@@ -301,6 +334,7 @@ def parse_status(text: str) -> JobStatus:
         step=match.group("step") or "",
         size=int(match.group("size")),
         free_kib=int(match.group("free")) if match.group("free") else None,
+        reclaim_stopped=match.group("reclaim") == "1",
     )
 
 

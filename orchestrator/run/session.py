@@ -318,6 +318,8 @@ class Run:
         try:
             self._follow(box, transport)
             status = self._final_status(transport)
+            if status.reclaim_stopped:
+                raise self._stopped_for_reclaim(transport, attempt)
         except BoxLost:
             raise
         except OrchError as exc:
@@ -434,6 +436,15 @@ class Run:
                 raise OrchError("the job ended without an exit status (was the box rebooted?)")
             time.sleep(0.2)  # tail saw the wrapper go; its last rename is a moment away
         raise OrchError("the job's wrapper is still running after its output ended")
+
+    def _stopped_for_reclaim(self, transport: Any, attempt: Attempt) -> BoxLost:
+        """The box's agent saw a spot notice and stopped the job itself (remote.py's
+        reclaim_stop): the attempt ends as the spot service's reclaim, whatever the job's exit
+        status, as when orch stops it on the reclaim (on EC2 orch sees none before the instance
+        shuts down). Its final upload is over (the exit status is written after it)."""
+        if self.spec.store:
+            attempt.checkpoint = checkpoints.read_outcome(transport, self.spec.run_id).to_dict()
+        return BoxLost(recovery.NOTICE_STOPPED, message=recovery.NOTICE_STOPPED_WHY)
 
     def _raise_if_lost(self, box: Box, exc: OrchError) -> None:
         """After a failure talking to the box: if the cloud says it is gone, that is why."""

@@ -319,18 +319,6 @@ pathlib.Path("outputs", "count.json").write_text(json.dumps(done))
 """
 
 
-def checkpointed_count(s3: Any, bucket: str) -> int:
-    """How far the newest committed checkpoint in the store got.
-
-    Each test keeps its checkpoints in a bucket of its own: the moto server is shared by the
-    whole session, so a bucket two tests wrote to would mix their runs."""
-    listing = s3.list_objects_v2(Bucket=bucket, Prefix="runs/")["Contents"]
-    latest = next(o["Key"] for o in listing if o["Key"].endswith("/checkpoints/LATEST"))
-    seq = s3.get_object(Bucket=bucket, Key=latest)["Body"].read().decode().strip()
-    state = s3.get_object(Bucket=bucket, Key=latest.replace("LATEST", f"{seq}/state.json"))
-    return len(json.loads(state["Body"].read())["done"])
-
-
 def wait_until(predicate: Any, what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -361,20 +349,10 @@ def assert_role_reaches_only_its_run(policy: dict[str, Any], bucket: str) -> Non
     assert listing["Condition"] == {"StringLike": {"s3:prefix": [run_prefix]}}
 
 
-def reclaim(ec2: Any, capacity_proxy: Any, instance_id: str, run_dir: Path, box_home: Path) -> None:
-    """The spot service takes the box: the instance terminates (with EC2's reclaim reason),
-    its processes and its disk go with it."""
-    capacity_proxy.spot_reclaimed.add(instance_id)
-    ec2.terminate_instances(InstanceIds=[instance_id])
-    os.killpg(int((run_dir / "pid").read_text()), signal.SIGKILL)
-    shutil.rmtree(box_home / ".orch")
-    shutil.rmtree(box_home / "orch")
-
-
-def assert_one_reclaim_recovered(report: dict[str, Any]) -> None:
+def assert_one_reclaim_recovered(report: dict[str, Any], reason: str) -> None:
     assert report["exit_code"] == 0 and report["recoveries"] == 1
     lost, finished = report["attempts"]
-    assert lost["outcome"] == "reclaimed" and "SpotInstanceTermination" in lost["reason"]
+    assert lost["outcome"] == "reclaimed" and reason in lost["reason"]
     assert finished["outcome"] == "completed" and finished["market"] == "spot"
     assert report["time_lost_s"] > 0 and report["cost_usd"] is not None
 
@@ -420,24 +398,25 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         (first,) = instances(ec2, "run-spot")
         assert_role_reaches_only_its_run(role_policy_of(ec2, iam, first), SPOT_BUCKET)
 
-        # The spot service gives notice: the agent uploads the checkpoint at once.
+        # The spot service gives notice (two minutes, as EC2). EC2 shows orch no reclaim until
+        # the instance shuts down: the agent stops the job itself, its final upload follows the
+        # job's exit, and orch recovers from the reclaim that the box reports.
         metadata.notice_aws()
         (run_dir,) = (box_home / ".orch" / "runs").iterdir()
         wait_until((run_dir / "interruption.json").exists, "the agent to see the notice")
-        wait_until((run_dir / "last_upload.json").exists, "an upload")
-        saved = checkpointed_count(s3, SPOT_BUCKET)
-        assert saved >= 5
-
-        reclaim(ec2, capacity_proxy, first["InstanceId"], run_dir, box_home)
+        wait_until((run_dir / "reclaim_stop").exists, "the agent to stop the job")
 
         stdout = proc.stdout.read()
         assert proc.wait(timeout=600) == 0, "\n".join(out.lines[-40:])
         out.thread.join(timeout=10)
-    assert_one_reclaim_recovered(json.loads(stdout))
+    assert_one_reclaim_recovered(json.loads(stdout), "spot interruption notice")
 
-    # The second attempt resumed from the checkpoint, and the count finished exactly once.
+    # The second attempt resumed from the last count the first one made before its TERM (the
+    # final upload took it), and the count finished exactly once.
+    second = next(i for i, line in enumerate(out.lines) if line.startswith("attempt=2"))
+    counted = max(int(x.split()[1]) for x in out.lines[:second] if x.startswith("count "))
     resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]
-    assert len(resumed) == 1 and saved <= int(resumed[0].rsplit("=", 1)[1]) <= HOLD
+    assert len(resumed) == 1 and counted <= int(resumed[0].rsplit("=", 1)[1]) <= counted + 1
     assert json.loads((workdir / "outputs" / "count.json").read_text()) == list(range(1, 31))
     assert [line for line in out.lines if line.startswith("attempt=")][0].startswith(
         "attempt=1 resumed=0"

@@ -992,3 +992,40 @@ def test_a_restore_through_a_symlinked_dir_creates_nothing_outside(tmp_path: Pat
     with pytest.raises(checkpoint_store.BadCheckpoint, match="leads outside"):
         checkpoint_store.restore(store, checkpoint_store.Layout(""), str(root))
     assert list(outside.iterdir()) == []
+
+
+def test_a_notice_never_stops_the_group_of_a_pid_that_leads_none(
+    env, s3, bucket, store, md, tmp_path
+):
+    """On a spot notice the agent stops the job by the process group its --pid leads (the
+    wrapper's, in both launches). A --pid that leads none is not the wrapper: its group (run by
+    hand, a login shell's) must not be TERMed."""
+    from datetime import UTC, datetime, timedelta
+
+    source, state = tmp_path / "out", tmp_path / "state"
+    source.mkdir()
+    leader = subprocess.Popen(
+        ["bash", "-c", "sleep 60 & echo $!; wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    process = start_watch(env, source, store, state, interval=600, poll=0.2, pid=child)
+    try:
+        md.notice_aws(at=datetime.now(UTC) + timedelta(seconds=90))
+        assert wait_until(lambda: read_json(state / "interruption.json") is not None, 30)
+        assert wait_until(lambda: catches_sigterm(process.pid), 30)
+        process.send_signal(signal.SIGUSR1)  # the wrapper's "the job has exited"
+        _, err = process.communicate(timeout=30)
+        untouched = leader.poll() is None
+    finally:
+        if leader.poll() is None:
+            os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+        if process.poll() is None:
+            process.kill()
+    assert untouched, err
+    assert not (state / "reclaim_stop").exists()
+    assert "leads no process group of its own" in err

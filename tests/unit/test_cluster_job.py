@@ -105,3 +105,19 @@ def test_a_node_is_not_silent_for_the_time_its_sync_took(tmp_path: Path, monkeyp
     job.transport = types.SimpleNamespace(run=no_answer)  # type: ignore[assignment]
     job_cluster.start(None, lambda job: remote.LaunchEnv(attempt=1, cloud="aws"))
     assert job_cluster._check(job, rank0_running=True) == "ok"
+
+
+def test_rank_0_stopped_by_its_box_on_a_spot_notice_is_a_reclaimed_node(tmp_path: Path):
+    """Rank 0's agent stopped the job on the spot notice (status reclaim=1): the node is lost
+    to the spot service (recovered from), not a job that exited 143."""
+    import types
+
+    job_cluster = cluster(tmp_path, (None, False))
+    (job,) = job_cluster.jobs
+    line = "pid=4 alive=0 exit=143 cmd size=3 free=12 reclaim=1\n"
+    answer = types.SimpleNamespace(stdout=line)
+    job.transport = types.SimpleNamespace(run=lambda *a, **k: answer)  # type: ignore[assignment]
+    lost = job_cluster._check(job, rank0_running=True)
+    assert not isinstance(lost, str) and lost.index == 0
+    assert lost.state is not None and lost.state.spot_reclaimed
+    assert BoxLost(lost.state, node=0).recoverable

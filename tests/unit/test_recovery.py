@@ -248,3 +248,30 @@ def test_a_local_failure_mid_run_still_stops_the_job_and_destroys_the_box(tmp_pa
         run.execute()
     assert len(stopped) == 1 and destroyed == ["c1"]
     assert run.report.exit_code == 1 and "No space left" in (run.report.error or "")
+
+
+def test_a_job_the_box_stopped_on_its_spot_notice_ends_the_attempt_as_a_reclaim(
+    tmp_path, monkeypatch
+):
+    """On EC2 orch sees a reclaim only once the instance shuts down; the box's agent stops the
+    job on the notice itself (status reclaim=1) and the job exits (143 here) while the cloud
+    still says running. That ended the run as a failed command: no recovery. It is the spot
+    service's reclaim, and recovered from like one."""
+    from orchestrator.run import remote, session
+    from orchestrator.run.session import BoxLost
+
+    run, box, _, _ = _cluster_run(tmp_path)
+    run.box = box
+    run._open_attempt(box.candidate, 0.0, "us-east-1a")
+    monkeypatch.setattr(session, "cluster_nodes", lambda box: [object()])
+    monkeypatch.setattr(session, "node_count", lambda box: 1)
+    run._start_on_box = lambda box, nodes, attempt: (None, "started 7 systemd")  # type: ignore[method-assign]
+    run._save_record = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    run._follow = lambda box, transport: None  # type: ignore[method-assign]
+    stopped = remote.JobStatus(found=True, exit_code=143, step="cmd", reclaim_stopped=True)
+    run._final_status = lambda transport: stopped  # type: ignore[method-assign]
+    with pytest.raises(BoxLost) as lost:
+        run._attempt()
+    assert lost.value.state.spot_reclaimed and lost.value.recoverable
+    assert "spot interruption notice" in lost.value.message
+    assert RecoveryPolicy(1).after_loss(0, lost.value.state, lost.value.node) is not None

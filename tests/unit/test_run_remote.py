@@ -240,6 +240,8 @@ def test_with_systemd_env_values_never_become_unit_properties(home, tmp_path):
     assert f"got={secret}\n" in (run_dir / "output.log").read_text()
     unit = json.loads(record.read_text())
     assert "TOKEN" not in json.dumps(unit) and "s3cr3t" not in json.dumps(unit)
+    # Stopped before the network at shutdown (remote.SHUTDOWN_ORDER), one argument.
+    assert "--property=After=network.target network-online.target" in unit["argv"]
     assert unit["environment"]["ORCH_WORKDIR"] == f"{home}/orch/work/project"
     assert not (run_dir / "env").exists()
 
