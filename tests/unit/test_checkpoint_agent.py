@@ -1015,10 +1015,10 @@ def test_a_notice_never_stops_the_group_of_a_pid_that_leads_none(
     process = start_watch(env, source, store, state, interval=600, poll=0.2, pid=child)
     try:
         md.notice_aws(at=datetime.now(UTC) + timedelta(seconds=90))
-        assert wait_until(lambda: read_json(state / "interruption.json") is not None, 30)
-        assert wait_until(lambda: catches_sigterm(process.pid), 30)
+        assert wait_until(lambda: read_json(state / "interruption.json") is not None)
+        assert wait_until(lambda: catches_sigterm(process.pid))
         process.send_signal(signal.SIGUSR1)  # the wrapper's "the job has exited"
-        _, err = process.communicate(timeout=30)
+        _, err = process.communicate(timeout=HANG_S)
         untouched = leader.poll() is None
     finally:
         if leader.poll() is None:
