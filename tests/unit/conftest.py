@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.support import reset_moto
+from tests.support import reset_moto, with_cloud_credentials
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +49,13 @@ def bucket(s3) -> str:  # noqa: ANN001
     name = "test-" + uuid.uuid4().hex[:12]
     s3.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A job's folder as `orch` runs in it: the current directory (an orch.yaml goes here),
+    ORCH_HOME beneath it, every built-in cloud's credentials set."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    with_cloud_credentials(monkeypatch)
+    return tmp_path

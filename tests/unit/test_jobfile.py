@@ -21,19 +21,10 @@ from tests.support import (
     cli_refused,
     plan_file,
     run_cli,
-    with_cloud_credentials,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 CIDR = "203.0.113.7/32"
-
-
-@pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    with_cloud_credentials(monkeypatch)
-    return tmp_path
 
 
 def write(path: Path, text: str) -> str:

@@ -20,19 +20,11 @@ from orchestrator.errors import UsageError
 from orchestrator.jobfile.load import read_job_file
 from orchestrator.provision import inputs
 from orchestrator.run import session
-from tests.support import Tripwire, forbid_cloud_reach, run_cli, with_cloud_credentials
+from tests.support import Tripwire, forbid_cloud_reach, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 CIDR = "203.0.113.7/32"
 HEAD = "model: bert-large\n"
-
-
-@pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    with_cloud_credentials(monkeypatch)
-    return tmp_path
 
 
 def loaded(here: Path, text: str) -> Any:

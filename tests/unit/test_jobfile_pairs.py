@@ -20,7 +20,7 @@ from orchestrator.click_group import cli
 from orchestrator.errors import UsageError
 from orchestrator.provision import inputs
 from orchestrator.run import session
-from tests.support import Tripwire, forbid_cloud_reach, run_cli, with_cloud_credentials
+from tests.support import Tripwire, forbid_cloud_reach, run_cli
 
 CIDR = "203.0.113.7/32"
 SUBNET = "subnet-0123456789abcdef0"
@@ -31,10 +31,9 @@ ALIYUN_NO_SUBNET = (
 
 
 @pytest.fixture
-def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    with_cloud_credentials(monkeypatch)
+def here(here: Path) -> Path:
+    """The shared job folder (conftest.py), with a small Hugging Face config in it."""
+    tmp_path = here
     (tmp_path / "config.json").write_text(
         '{"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 256,'
         ' "n_layer": 2, "n_head": 4, "vocab_size": 1000, "n_positions": 512}'
