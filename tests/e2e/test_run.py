@@ -357,13 +357,42 @@ def assert_one_reclaim_recovered(report: dict[str, Any], reason: str) -> None:
     assert report["time_lost_s"] > 0 and report["cost_usd"] is not None
 
 
+def checkpointed_count(s3: Any, bucket: str) -> int:
+    """How far the newest committed checkpoint in the store got (0: none yet).
+
+    Each test keeps its checkpoints in a bucket of its own: the moto server is shared by the
+    whole session, so a bucket two tests wrote to would mix their runs."""
+    listing = s3.list_objects_v2(Bucket=bucket, Prefix="runs/").get("Contents", [])
+    latest = [o["Key"] for o in listing if o["Key"].endswith("/checkpoints/LATEST")]
+    if not latest:
+        return 0
+    seq = s3.get_object(Bucket=bucket, Key=latest[0])["Body"].read().decode().strip()
+    state = s3.get_object(Bucket=bucket, Key=latest[0].replace("LATEST", f"{seq}/state.json"))
+    return len(json.loads(state["Body"].read())["done"])
+
+
+def reclaim(ec2: Any, capacity_proxy: Any, instance_id: str, run_dir: Path, box_home: Path) -> None:
+    """The spot service takes the box: the instance terminates (with EC2's reclaim reason),
+    its processes and its disk go with it."""
+    capacity_proxy.spot_reclaimed.add(instance_id)
+    ec2.terminate_instances(InstanceIds=[instance_id])
+    os.killpg(int((run_dir / "pid").read_text()), signal.SIGKILL)
+    shutil.rmtree(box_home / ".orch")
+    shutil.rmtree(box_home / "orch")
+
+
+@pytest.mark.parametrize("notice", [True, False], ids=["notice-on-the-box", "ec2-reclaim-only"])
 def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
-    orch_process, ec2, s3, iam, aws_env, box_server, capacity_proxy, tmp_path
+    orch_process, ec2, s3, iam, aws_env, box_server, capacity_proxy, tmp_path, notice
 ):
+    """With the notice on the box, the agent stops the job and uploads what it wrote on its
+    TERM; without (a notice the box never saw), orch recovers from EC2's reclaim reason and the
+    last periodic checkpoint."""
     from tests.sim.identity import MotoInstanceIdentity
     from tests.sim.metadata import MetadataService
 
-    s3.create_bucket(Bucket=SPOT_BUCKET)
+    bucket = f"{SPOT_BUCKET}-{'notice' if notice else 'ec2'}"
+    s3.create_bucket(Bucket=bucket)
     routes = sshbox.route_every_host(box_server, tmp_path / "routes")
     box_home = tmp_path / "box-home"
     with MetadataService() as metadata:
@@ -388,7 +417,7 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         plan = plan_file(tmp_path, candidate("g5.xlarge", "spot", price_per_hour=0.4))
         proc = orch_process(
             *run_args(plan, "run-spot", workdir, "--checkpoint-dir", "ckpt",
-                      "--store", f"s3://{SPOT_BUCKET}/runs", "--checkpoint-interval", "1",
+                      "--store", f"s3://{bucket}/runs", "--checkpoint-interval", "1",
                       "--spot-recovery", "1", "--fetch", "outputs", "--json",
                       "--", "python3", "counter.py", "30", "0.3", str(HOLD)),
             env=env,
@@ -396,28 +425,39 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         out = Lines(proc.stderr)  # under --json, CMD's output and orch's lines are on stderr
         out.wait_for("count 5", timeout=300)
         (first,) = instances(ec2, "run-spot")
-        assert_role_reaches_only_its_run(role_policy_of(ec2, iam, first), SPOT_BUCKET)
-
-        # The spot service gives notice (two minutes, as EC2). EC2 shows orch no reclaim until
-        # the instance shuts down: the agent stops the job itself, its final upload follows the
-        # job's exit, and orch recovers from the reclaim that the box reports.
-        metadata.notice_aws()
+        assert_role_reaches_only_its_run(role_policy_of(ec2, iam, first), bucket)
         (run_dir,) = (box_home / ".orch" / "runs").iterdir()
-        wait_until((run_dir / "interruption.json").exists, "the agent to see the notice")
-        wait_until((run_dir / "reclaim_stop").exists, "the agent to stop the job")
-        metadata.clear()  # the replacement box (the same stand-in serves it) has no notice
+        if notice:
+            # The spot service gives notice (two minutes, as EC2). EC2 shows orch no reclaim
+            # until the instance shuts down: the agent stops the job itself, its final upload
+            # follows the job's exit, and orch recovers from the reclaim the box reports.
+            metadata.notice_aws()
+            wait_until((run_dir / "interruption.json").exists, "the agent to see the notice")
+            wait_until((run_dir / "reclaim_stop").exists, "the agent to stop the job")
+            metadata.clear()  # the replacement box (the same stand-in serves it) has no notice
+        else:
+            # No notice reached the box: the instance is simply gone, its job with it; orch
+            # learns of the reclaim from EC2 (StateReason) and resumes from a periodic upload.
+            wait_until(lambda: checkpointed_count(s3, bucket) >= 5, "a periodic upload")
+            saved = checkpointed_count(s3, bucket)
+            reclaim(ec2, capacity_proxy, first["InstanceId"], run_dir, box_home)
 
         stdout = proc.stdout.read()
         assert proc.wait(timeout=600) == 0, "\n".join(out.lines[-40:])
         out.thread.join(timeout=10)
-    assert_one_reclaim_recovered(json.loads(stdout), "spot interruption notice")
+    reason = "spot interruption notice" if notice else "SpotInstanceTermination"
+    assert_one_reclaim_recovered(json.loads(stdout), reason)
 
-    # The second attempt resumed from the last count the first one made before its TERM (the
-    # final upload took it), and the count finished exactly once.
-    second = next(i for i, line in enumerate(out.lines) if line.startswith("attempt=2"))
-    counted = max(int(x.split()[1]) for x in out.lines[:second] if x.startswith("count "))
+    # The second attempt resumed from the checkpoint, and the count finished exactly once.
     resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]
-    assert len(resumed) == 1 and counted <= int(resumed[0].rsplit("=", 1)[1]) <= counted + 1
+    assert len(resumed) == 1
+    start = int(resumed[0].rsplit("=", 1)[1])
+    if notice:  # the last count the first attempt made before its TERM (the final upload)
+        second = next(i for i, line in enumerate(out.lines) if line.startswith("attempt=2"))
+        counted = max(int(x.split()[1]) for x in out.lines[:second] if x.startswith("count "))
+        assert counted <= start <= counted + 1
+    else:  # at least the periodic upload seen before the reclaim
+        assert saved <= start <= HOLD
     assert json.loads((workdir / "outputs" / "count.json").read_text()) == list(range(1, 31))
     assert [line for line in out.lines if line.startswith("attempt=")][0].startswith(
         "attempt=1 resumed=0"
