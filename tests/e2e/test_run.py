@@ -381,6 +381,21 @@ def reclaim(ec2: Any, capacity_proxy: Any, instance_id: str, run_dir: Path, box_
     shutil.rmtree(box_home / "orch")
 
 
+def assert_resumed_once(lines: list[str], saved: int | None) -> None:
+    """The second attempt resumed from the checkpoint: the last count the first attempt made
+    before its TERM (the final upload took it) when `saved` is None, else at least the
+    periodic upload seen before the reclaim."""
+    resumed = [line for line in lines if line.startswith("attempt=2 resumed=1 from=")]
+    assert len(resumed) == 1
+    start = int(resumed[0].rsplit("=", 1)[1])
+    if saved is None:
+        second = next(i for i, line in enumerate(lines) if line.startswith("attempt=2"))
+        counted = max(int(x.split()[1]) for x in lines[:second] if x.startswith("count "))
+        assert counted <= start <= counted + 1
+    else:
+        assert saved <= start <= HOLD
+
+
 @pytest.mark.parametrize("notice", [True, False], ids=["notice-on-the-box", "ec2-reclaim-only"])
 def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     orch_process, ec2, s3, iam, aws_env, box_server, capacity_proxy, tmp_path, notice
@@ -427,6 +442,7 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
         (first,) = instances(ec2, "run-spot")
         assert_role_reaches_only_its_run(role_policy_of(ec2, iam, first), bucket)
         (run_dir,) = (box_home / ".orch" / "runs").iterdir()
+        saved = None  # the periodic upload the reclaim came after (no notice)
         if notice:
             # The spot service gives notice (two minutes, as EC2). EC2 shows orch no reclaim
             # until the instance shuts down: the agent stops the job itself, its final upload
@@ -449,15 +465,7 @@ def test_spot_reclaim_mid_run_recovers_from_the_checkpoint_exactly_once(
     assert_one_reclaim_recovered(json.loads(stdout), reason)
 
     # The second attempt resumed from the checkpoint, and the count finished exactly once.
-    resumed = [line for line in out.lines if line.startswith("attempt=2 resumed=1 from=")]
-    assert len(resumed) == 1
-    start = int(resumed[0].rsplit("=", 1)[1])
-    if notice:  # the last count the first attempt made before its TERM (the final upload)
-        second = next(i for i, line in enumerate(out.lines) if line.startswith("attempt=2"))
-        counted = max(int(x.split()[1]) for x in out.lines[:second] if x.startswith("count "))
-        assert counted <= start <= counted + 1
-    else:  # at least the periodic upload seen before the reclaim
-        assert saved <= start <= HOLD
+    assert_resumed_once(out.lines, saved)
     assert json.loads((workdir / "outputs" / "count.json").read_text()) == list(range(1, 31))
     assert [line for line in out.lines if line.startswith("attempt=")][0].startswith(
         "attempt=1 resumed=0"
