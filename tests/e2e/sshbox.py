@@ -293,7 +293,10 @@ class KeyRouter:
         while not self._stop.wait(0.1):
             changed = False
             for pub in sorted((self.orch_home / "boxes").glob("*/id_ed25519.pub")):
-                key = pub.read_text().strip()
+                try:
+                    key = pub.read_text().strip()
+                except FileNotFoundError:  # its box was destroyed since the glob: skip it
+                    continue
                 if key and self.known.get(pub.parent.name) != key:
                     self.known[pub.parent.name] = key
                     changed = True
