@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -205,3 +207,28 @@ def cli_refused(capsys: pytest.CaptureFixture[str], *argv: str, words: tuple[str
     for word in words:
         assert word in lines[0], lines[0]
     return lines[0]
+
+
+def end_runs_under(home: Path) -> None:
+    """KILL whatever the detached runs under `home` (a box home's .orch/runs/RUN_ID) left
+    running: a test that fails before it stops its job would otherwise leave the wrapper, its
+    job and the checkpoint agent running after the suite. A process is theirs when its command
+    line names its run folder (unique temporary paths); a wrapper, which leads its process
+    group, takes its whole group (the job's commands name no run folder)."""
+    runs = [str(folder) for folder in home.glob(".orch/runs/*") if folder.is_dir()]
+    if not runs:
+        return
+    theirs = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+            if any(run in command for run in runs):
+                theirs.append(int(entry.name))
+    for pid in theirs:
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)

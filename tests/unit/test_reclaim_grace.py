@@ -21,6 +21,7 @@ from orchestrator.boxside.cloud_metadata import reclaim_epoch, stop_deadline
 from orchestrator.run import remote
 from orchestrator.run.spec import Store
 from tests.sim.metadata import MetadataService
+from tests.support import end_runs_under
 from tests.unit.test_run_remote import sh, spec_for, start
 
 # AWS's example (spot-instance-termination-notices.html), which ECS's best practices repeat.
@@ -79,11 +80,13 @@ def test_a_reclaim_time_too_far_ahead_is_not_believed() -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """The box's login home (as in test_run_remote.py)."""
+def home(tmp_path: Path) -> Iterator[Path]:
+    """The box's login home (as in test_run_remote.py); what its runs left running is killed
+    after the test."""
     folder = tmp_path / "home"
     folder.mkdir()
-    return folder
+    yield folder
+    end_runs_under(folder)
 
 
 # A job that ignores TERM: only KILL ends it, so the stop's grace is how long the stop takes.

@@ -10,20 +10,23 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from orchestrator.run import remote
 from orchestrator.run.spec import RunSpec
-from tests.support import require
+from tests.support import end_runs_under, require
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def home(tmp_path: Path) -> Iterator[Path]:
+    """The box's login home; what its runs left running is killed after the test."""
     folder = tmp_path / "home"
     folder.mkdir()
-    return folder
+    yield folder
+    end_runs_under(folder)
 
 
 def sh(home: Path, script: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -404,3 +407,34 @@ def test_a_quiet_job_s_stream_dropping_once_is_not_ssh_lost(monkeypatch):
     monkeypatch.setattr(stream.LogFollower, "_once", lambda self: once())
     follower.follow()  # the second connection reads the rest; no SshLost
     assert follower.reconnects == 1 and said[0].startswith("output stream dropped")
+
+
+def test_what_a_test_s_run_leaves_running_is_ended(tmp_path):
+    """tests.support.end_runs_under (the `home` fixture's clean-up): a job that ignores TERM,
+    and its command, are gone after it."""
+    box_home = tmp_path / "box"
+    box_home.mkdir()
+    spec = spec_for(tmp_path, "bash", "-c", "trap '' TERM; echo ready; exec sleep 600")
+    run_dir = start(box_home, spec)
+    give_up = time.monotonic() + 120  # a bound on a hang: the loop ends once it is ready
+    while "ready" not in (run_dir / "output.log").read_text():
+        assert time.monotonic() < give_up, "the job did not start"
+        time.sleep(0.05)
+    wrapper = int((run_dir / "pid").read_text())
+    group = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _in_group(p, wrapper)]
+    assert len(group) >= 2  # the wrapper and the job's `sleep`
+    end_runs_under(box_home)
+    give_up = time.monotonic() + 60
+    while any(Path(f"/proc/{pid}/stat").exists() and _in_group(Path(f"/proc/{pid}"), wrapper)
+              for pid in group):  # fmt: skip
+        assert time.monotonic() < give_up, "the run's processes outlived end_runs_under"
+        time.sleep(0.05)
+
+
+def _in_group(proc: Path, group: int) -> bool:
+    """Whether live process `proc` (/proc/PID) is in process group `group` (zombies are not)."""
+    try:
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] != "Z" and int(fields[2]) == group
