@@ -394,6 +394,24 @@ def test_images_zones_stock_and_prices(ecs, sim):
 # ---------------------------------------------------------------------------- cloud assistant
 
 
+def finished_result(ecs: Any, sim: Any, instance_id: str, content: str) -> Any:
+    """RunCommand `content` on `instance_id`, let the emulator's clock pass its run, and
+    return its one DescribeInvocationResults entry."""
+    invoke_id = ecs.run_command(
+        models.RunCommandRequest(
+            region_id=REGION,
+            type="RunShellScript",
+            command_content=content,
+            instance_id=[instance_id],
+        )
+    ).body.invoke_id
+    sim.backend.advance_clock(0.4)
+    body = ecs.describe_invocation_results(
+        models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=invoke_id)
+    ).body
+    return body.invocation.invocation_results.invocation_result[0]
+
+
 def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
     sim.backend.settings.command_delay_s = 0.3
     sim.backend.freeze_clock()
@@ -426,36 +444,12 @@ def test_run_command_reports_base64_output_after_it_finishes(ecs, sim):
     )
     assert base64.b64decode(done.output).decode() == "NVIDIA A10, 23028\n"
 
-    failed = ecs.run_command(
-        models.RunCommandRequest(
-            region_id=REGION,
-            type="RunShellScript",
-            command_content="rm -rf /",
-            instance_id=[instance_id],
-        )
-    ).body.invoke_id
-    sim.backend.advance_clock(0.4)
-    body = ecs.describe_invocation_results(
-        models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=failed)
-    ).body
-    item = body.invocation.invocation_results.invocation_result[0]
+    item = finished_result(ecs, sim, instance_id, "rm -rf /")
     assert (item.invoke_record_status, item.invocation_status) == ("Failed", "Failed")
     assert (item.exit_code, item.error_code) == (127, "ExitCodeNonzero")
 
     sim.backend.add_command_output("systemctl", "", delivery_error="ClientNotRunning")
-    aborted = ecs.run_command(
-        models.RunCommandRequest(
-            region_id=REGION,
-            type="RunShellScript",
-            command_content="systemctl is-active sshd",
-            instance_id=[instance_id],
-        )
-    ).body.invoke_id
-    sim.backend.advance_clock(0.4)
-    body = ecs.describe_invocation_results(
-        models.DescribeInvocationResultsRequest(region_id=REGION, invoke_id=aborted)
-    ).body
-    item = body.invocation.invocation_results.invocation_result[0]
+    item = finished_result(ecs, sim, instance_id, "systemctl is-active sshd")
     assert (item.invoke_record_status, item.invocation_status) == ("Failed", "Aborted")
     assert (item.exit_code, item.error_code, item.output) == (None, "ClientNotRunning", "")
 

@@ -183,14 +183,6 @@ def test_a_user_s_stop_keeps_the_short_grace_whatever_the_notice_says(home, tmp_
     assert remote.stop_timeout() == remote.STOP_GRACE_S + 15
 
 
-def test_a_new_attempt_forgets_the_last_attempt_s_deadline(home, tmp_path):
-    spec = spec_for(tmp_path, "true")
-    run_dir = start(home, spec)
-    (run_dir / "reclaim_deadline").write_text(f"{int(time.time()) + 300}\n")
-    assert sh(home, remote.prepare_script(spec, None)).returncode == 0
-    assert not (run_dir / "reclaim_deadline").exists()
-
-
 # ------------------------------------------------------- the checkpoint written on the TERM
 
 # The job: on TERM it writes its last checkpoint (a moment's work), then exits.
@@ -338,12 +330,14 @@ def test_a_job_that_outlives_the_deadline_is_killed_but_not_its_wrapper_or_agent
     assert remote.parse_status(sh(home, remote.status_script(run_id)).stdout).reclaim_stopped
 
 
-def test_a_new_attempt_forgets_the_last_attempt_s_stop(home, tmp_path):
+@pytest.mark.parametrize("left", ["reclaim_deadline", "reclaim_stop"])
+def test_a_new_attempt_forgets_the_last_attempt_s_reclaim(home, tmp_path, left):
+    """The last attempt's notice deadline, or the agent's own stop, is not the new one's."""
     spec = spec_for(tmp_path, "true")
     run_dir = start(home, spec)
-    (run_dir / "reclaim_stop").write_text(f"{int(time.time()) + 300}\n")
+    (run_dir / left).write_text(f"{int(time.time()) + 300}\n")
     assert sh(home, remote.prepare_script(spec, None)).returncode == 0
-    assert not (run_dir / "reclaim_stop").exists()
+    assert not (run_dir / left).exists()
     status = remote.parse_status(sh(home, remote.status_script(spec.run_id)).stdout)
     assert not status.reclaim_stopped
 
