@@ -44,3 +44,8 @@ def format_duration(seconds: float) -> str:
         if count >= 1 and count == int(count):
             return f"{int(count)}{unit}"
     return f"{seconds:g}s"
+
+
+def duration_range(low: float, high: float) -> str:
+    """`from 1s to 1d`: a duration option's range as its errors say it (0 is `0s`)."""
+    return f"from {format_duration(low) if low else '0s'} to {format_duration(high)}"

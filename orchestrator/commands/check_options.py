@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from orchestrator.commands.duration_type import DURATION
-from orchestrator.durations import format_duration
+from orchestrator.durations import duration_range, format_duration
 from orchestrator.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -78,7 +78,7 @@ def bounded_duration(option: str, seconds: float, *, low: float, high: float) ->
     """`bounded` for a duration option: the range and the value in the duration format
     (`--timeout must be a duration from 1s to 1d, not 61d`), as a job file's error says it."""
     if not math.isfinite(seconds) or not low <= seconds <= high:
-        span = f"from {format_duration(low) if low else '0s'} to {format_duration(high)}"
+        span = duration_range(low, high)
         shown = format_duration(seconds) if math.isfinite(seconds) else repr(seconds)
         raise UsageError(f"{option} must be a duration {span}, not {shown}")
     return seconds

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.durations import format_duration, parse_seconds
+from orchestrator.durations import duration_range, parse_seconds
 from orchestrator.errors import UsageError
 
 Problem = tuple[tuple[Any, ...], str] | None
@@ -31,7 +31,7 @@ def duration_within(low: float, high: float) -> Check:
 
     def check(value: Any) -> Problem:
         if not low <= _seconds(value) <= high:
-            span = f"from {format_duration(low) if low else '0s'} to {format_duration(high)}"
+            span = duration_range(low, high)
             return (), f"{value!r} is not {span}"
         return None
 
